@@ -1,0 +1,1 @@
+"""The CVS jaxmaxtext config format: model, loader (placeholders, comments, <changeme>), sweeps."""

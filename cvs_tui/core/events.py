@@ -1,0 +1,347 @@
+"""The typed events every source produces and every front-end consumes.
+
+Two families share one stream:
+
+* log events, produced by :mod:`cvs_tui.core.parse` from a node's bytes (one parser per node log);
+* run events, produced by the runner (stages, node status, run boundaries, verdicts).
+
+Each event is an immutable dataclass. Log events carry ``line``: the 1-based line number in the node's
+log where the record starts, so any front-end can jump to it. Nothing here imports a UI library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Log events (from core.parse)
+# ---------------------------------------------------------------------------------------------------------
+class StepKind(StrEnum):
+    TRAIN = "train"  # a normal `completed step: N, seconds: ...` line
+    RAMPUP = "rampup"  # `[Rampup Batch Size Phase], completed step: ...` (no rates; not in perf windows)
+    PROFILER = "profiler"  # `completed profiler activation/deactivation step: N` (no seconds; loss only)
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """One training step as MaxText logged it. Non-finite numbers are kept as float nan/inf."""
+
+    step: int
+    loss: float
+    line: int
+    kind: StepKind = StepKind.TRAIN
+    seconds: float | None = None
+    tflops_per_device: float | None = None
+    tokens_per_device: float | None = None
+    total_weights: float | None = None
+    live_slices: int | None = None
+    # lm_loss, perplexity, moe_lb_loss, main_model_loss, mtp_loss, indexer_loss, ...
+    extras: dict[str, float] = field(default_factory=dict)
+    # seconds since the epoch from the record header when it has a full date, else None
+    timestamp: float | None = None
+    # `file.py:NNN` from the glog header: fingerprints the MaxText vintage
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsFileStep:
+    """One line of MaxText's ``metrics_file`` JSON lines (full-precision loss and step time)."""
+
+    step: int
+    loss: float | None
+    step_time_seconds: float | None
+    values: dict[str, float]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class TflopsPerStepEvent:
+    """`Per train step: Total TFLOPs: X split as W% learnable weight flops and A% attention flops`."""
+
+    total_tflops: float
+    weight_pct: float | None
+    attention_pct: float | None
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfoEvent:
+    """`System Information: Jax Version|Jaxlib Version|Jax Backend: value`; key is jax/jaxlib/backend."""
+
+    key: str
+    value: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesEvent:
+    """`Num_devices: N, shape (...)`."""
+
+    num_devices: int
+    mesh_shape: tuple[int, ...]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ParamsEvent:
+    """`number parameters: X billion`."""
+
+    billions: float
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimateEvent:
+    """Compiled memory estimate (both wordings), GB."""
+
+    total_gb: float
+    output_gb: float | None
+    temp_gb: float | None
+    argument_gb: float | None
+    host_temp_gb: float | None
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemStatsEvent:
+    """`Memstats: <label>` followed by `Using (GB) used / limit (pct%) on <device>`."""
+
+    label: str
+    used_gb: float
+    limit_gb: float
+    device: str
+    line: int
+
+
+class EvalDialect(StrEnum):
+    CURRENT = "current"  # Completed eval after train step N, loss=...
+    RUNNING = "running"  # Completed eval step: k, seconds: ..., running loss=... (eval step index)
+    MID = "mid"  # eval metrics after step: N, loss=...
+    OLD = "old"  # average loss after step=N: eval_step_count=..., eval_loss=...
+
+
+@dataclass(frozen=True, slots=True)
+class EvalStartEvent:
+    """`Starting eval after train step N`."""
+
+    step: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class EvalEvent:
+    """A finished eval (or a running eval step for the RUNNING dialect; ``step`` is then the eval index)."""
+
+    step: int
+    loss: float
+    dialect: EvalDialect
+    line: int
+    perplexity: float | None = None
+
+
+class CheckpointAction(StrEnum):
+    SAVE_WAIT = "save_wait"  # Waiting for step N to finish before checkpoint / Waited X s for step N
+    SAVE_START = "save_start"  # Saving checkpoint at step N / Started an asynchronous checkpoint save
+    SAVE_BLOCKING_DONE = "save_blocking_done"  # blocking part finished (seconds)
+    SAVE_DONE = "save_done"  # blocking + background finished (seconds)
+    SAVE_SKIPPED = "save_skipped"  # Checkpoint for step N already exists, skipping save
+    WAIT_PREVIOUS = "wait_previous"  # Waiting for previous save to complete took X seconds
+    RESTORE_START = "restore_start"  # restoring from this run's directory step N / Loading full state
+    RESTORE_DONE = "restore_done"  # Finished load in X seconds / Finished restoring checkpoint in X seconds
+    NO_CHECKPOINT = "no_checkpoint"  # No existing checkpoints found, not restoring checkpoint.
+    DISABLED = "disabled"  # Checkpointing disabled, not creating checkpoint manager.
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEvent:
+    action: CheckpointAction
+    line: int
+    step: int | None = None
+    seconds: float | None = None
+    dialect: str | None = None  # "orbax-new", "orbax-old", "maxtext", "standard_logger"
+    path: str | None = None
+
+
+class Severity(StrEnum):
+    FATAL = "fatal"  # fails the run
+    WARNING = "warning"  # shown, never fails a run (benign E-level lines, stuck-thread warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorHit:
+    """A matched error signature.
+
+    ``origin`` is ``builtin`` (default patterns, replaced when the config has ``error_patterns``),
+    ``config`` (the config's ``error_patterns``), ``always`` (always-on fatal signatures) or ``benign``.
+    """
+
+    name: str
+    severity: Severity
+    text: str  # the matched record, capped
+    line: int
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class NonFiniteAbortEvent:
+    """`Aborting training due to NaN loss.` / `... Inf loss.`"""
+
+    value: str  # "nan" or "inf"
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExitCodeEvent:
+    """`EXIT_CODE=N` (XPK wrapper, or cvs-tui's own launcher trailer)."""
+
+    code: int
+    line: int
+
+
+LogEvent = (
+    StepEvent
+    | MetricsFileStep
+    | TflopsPerStepEvent
+    | SystemInfoEvent
+    | DevicesEvent
+    | ParamsEvent
+    | MemoryEstimateEvent
+    | MemStatsEvent
+    | EvalStartEvent
+    | EvalEvent
+    | CheckpointEvent
+    | ErrorHit
+    | NonFiniteAbortEvent
+    | ExitCodeEvent
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Run events (from core.runner and the analysis pipeline). ``run`` is the run key (sweep key, "SMOKE",
+# "CKPT-1", "CKPT-2"); ``node`` is the rank.
+# ---------------------------------------------------------------------------------------------------------
+class StageState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class StageEvent:
+    stage: str  # preflight, launch, rdma, tokenizer, maxtext_setup, smoke, run:<key>, checkpoint_resume, ...
+    state: StageState
+    detail: str = ""
+    at: float = 0.0  # time.time()
+
+
+class NodeState(StrEnum):
+    WAITING = "waiting"
+    CONNECTING = "connecting"
+    STARTING = "starting"
+    TRAINING = "training"
+    DONE = "done"
+    FAILED = "failed"
+    HUNG = "hung"
+    UNREACHABLE = "unreachable"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatusEvent:
+    run: str
+    node: int
+    host: str
+    state: NodeState
+    detail: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLogEvent:
+    """A parsed log event from one node of one run (the stream front-ends consume)."""
+
+    run: str
+    node: int
+    event: LogEvent
+
+
+@dataclass(frozen=True, slots=True)
+class LogLinesEvent:
+    """Raw text lines as they arrived (batched), for log panes. ``first_line`` is the 1-based number."""
+
+    run: str
+    node: int
+    first_line: int
+    lines: tuple[str, ...]
+
+
+class RunOutcome(StrEnum):
+    COMPLETE = "complete"
+    FAILED = "failed"
+    HUNG = "hung"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStartEvent:
+    run: str
+    total_steps: int
+    nodes: tuple[str, ...]
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunEndEvent:
+    run: str
+    outcome: RunOutcome
+    reason: str = ""
+    root_cause_node: int | None = None
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictEvent:
+    """One metric verdict of one run, as soon as it is known."""
+
+    run: str
+    metric: str
+    status: str  # PASS, FAIL, RECORD, N/A
+    expected: str
+    actual: float | None
+    unit: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteEndEvent:
+    passed: bool
+    results_path: str | None = None
+    report_path: str | None = None
+    at: float = 0.0
+
+
+RunEvent = (
+    StageEvent
+    | NodeStatusEvent
+    | NodeLogEvent
+    | LogLinesEvent
+    | RunStartEvent
+    | RunEndEvent
+    | VerdictEvent
+    | SuiteEndEvent
+)
+
+
+def event_to_dict(ev: Any) -> dict[str, Any]:
+    """Plain-JSON form of any event (enums as their values), tagged with its type name."""
+    from dataclasses import asdict
+
+    d = asdict(ev)
+    d["type"] = type(ev).__name__
+    return d

@@ -1,0 +1,1 @@
+"""Bytes in, typed events out: record splitting (incl. flattened logs), MaxText dialects, error signatures."""

@@ -1,0 +1,1 @@
+"""Front-ends: the CLI entry point, the headless console and the Textual app."""

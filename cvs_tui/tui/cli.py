@@ -1,0 +1,79 @@
+"""The `cvs-tui` entry point.
+
+`cvs-tui CONFIG [...]` runs the suite; every other first word names a subcommand. Each subcommand lives in
+its own module under ``cvs_tui.tui.commands`` (``add_parser(subparsers)`` + ``run(args) -> int``).
+Exit codes: 0 nothing failed, 1 something failed, 2 bad input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from cvs_tui import __version__
+from cvs_tui.core.errors import UserError
+
+# (subcommand, module under cvs_tui.tui.commands); `run` is the default when the first word is a path.
+SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("run", "run"),
+    ("plan", "plan"),
+    ("config", "config"),
+    ("analyze", "analyze"),
+    ("report", "report"),
+    ("attach", "attach"),
+    ("compare", "compare"),
+    ("card", "card"),
+    ("scrub", "scrub"),
+    ("check-private", "check_private"),
+)
+
+
+def _available() -> list[tuple[str, object]]:
+    mods = []
+    for name, mod in SUBCOMMANDS:
+        full = f"cvs_tui.tui.commands.{mod}"
+        if importlib.util.find_spec(full) is not None:
+            mods.append((name, importlib.import_module(full)))
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cvs-tui",
+        description="Run the CVS jaxmaxtext training-validation suite on every node at once, live.",
+        epilog="`cvs-tui CONFIG` is short for `cvs-tui run CONFIG`. Exit codes: 0 passed, 1 failed, "
+        "2 bad input, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"cvs-tui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for _name, mod in _available():
+        mod.add_parser(sub)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    names = {name for name, _ in SUBCOMMANDS}
+    if args_list and not args_list[0].startswith("-") and args_list[0] not in names:
+        args_list.insert(0, "run")
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except UserError as exc:
+        for line in exc.problems:
+            print(f"cvs-tui: error: {line}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cvs-tui: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Textual screens: run dashboard, node log, errors, verdicts, help."""
