@@ -1,0 +1,303 @@
+"""The nodes a run uses: a CVS-style cluster file, a `--nodes h1,h2` list, or the local machine.
+
+Cluster file (JSON):
+    {"username": "alice", "priv_key_file": "~/.ssh/id_ed25519",
+     "node_dict": {"10.0.0.1": {"vpc_ip": "..."}, "10.0.0.2": {"port": 2222}},
+     "port": 22, "known_hosts": "~/.ssh/known_hosts", "verify_host_keys": true}
+or `"nodes": ["h1", "alice@h2:2222", {"host": "h3", "port": 2222}]` instead of `node_dict`.
+Rank follows file order; rank 0 is the JAX coordinator. `localhost`/`local` means the local transport
+(no SSH) and may repeat: two local entries are two ranks on this machine.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+from cvs_tui.core.config.thresholds import read_json_object
+from cvs_tui.core.errors import UserError
+
+LOCAL_HOSTS = ("localhost", "local")
+_ROOT_KEYS = ("username", "priv_key_file", "node_dict", "nodes", "port", "known_hosts", "verify_host_keys")
+# CVS cluster files carry these too; they are informational here.
+_ROOT_INFO_KEYS = ("head_node_dict",)
+_NODE_KEYS = ("host", "port", "username", "priv_key_file")
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]%]+$")
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str
+    rank: int
+    user: str | None = None
+    port: int | None = None
+    key_file: str | None = None
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: list[Node]
+    user: str
+    source: str
+    known_hosts: str | None = None
+    verify_host_keys: bool = True
+
+    @property
+    def coordinator_ip(self) -> str:
+        first = self.nodes[0]
+        return "127.0.0.1" if first.local else first.host
+
+    @property
+    def is_local(self) -> bool:
+        return all(n.local for n in self.nodes)
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER/LOGNAME
+        return os.environ.get("USER") or "root"
+
+
+def local_cluster(n: int = 1) -> Cluster:
+    if n < 1:
+        raise UserError(f"local cluster: {n} nodes; use at least 1")
+    return Cluster(
+        nodes=[Node(host="localhost", rank=i, local=True) for i in range(n)], user=os_user(), source="local"
+    )
+
+
+def _parse_target(text: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` -> (user, host, port); raises ValueError."""
+    user, at, rest = text.strip().rpartition("@")
+    user = user if at else None
+    host, port = rest, None
+    if rest.count(":") == 1:  # one colon: host:port (IPv6 literals have several and take no port here)
+        host, _, p = rest.partition(":")
+        if not p.isdigit() or not 0 < int(p) < 65536:
+            raise ValueError(f"bad port in '{text}'")
+        port = int(p)
+    if not host or not _HOST_RE.match(host):
+        raise ValueError(f"bad host name '{text}'")
+    if at and not user:
+        raise ValueError(f"empty user name in '{text}'")
+    return user, host, port
+
+
+def _port(value: Any, where: str, problems: Problems) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        problems.add(where, f"not a TCP port: {value!r}", "use a whole number 1-65535")
+        return None
+    return value
+
+
+def _file(value: Any, where: str, base: Path, problems: Problems, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        problems.add(where, f"must be a path string, got {value!r}", f"set it to the {what}")
+        return None
+    p = Path(os.path.expanduser(value))
+    p = p if p.is_absolute() else base / p
+    if not p.is_file():
+        problems.add(where, f"{what} {str(p)!r} not found", "fix the path")
+    return str(p)
+
+
+def _changeme(node: Any, parts: list[str | int], problems: Problems) -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if "<changeme>" in str(k).lower():
+                problems.add(jpath([*parts, k]), "key still tagged <changeme>", "replace it with your value")
+            _changeme(v, [*parts, k], problems)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _changeme(v, [*parts, i], problems)
+    elif isinstance(node, str) and "<changeme>" in node.lower():
+        problems.add(jpath(parts), f"still tagged <changeme> ({node!r})", "replace it with your value")
+
+
+def _finish(nodes: list[Node], problems: Problems, source: str) -> None:
+    if not nodes:
+        if not problems:  # a bad entry was already reported; "no nodes" would only repeat it
+            problems.add(source, "no nodes", "list at least one node")
+        return
+    local = [n for n in nodes if n.local]
+    if local and len(local) != len(nodes):
+        problems.add(
+            source,
+            "mixes local and remote nodes (remote nodes cannot reach the local coordinator at 127.0.0.1)",
+            "use only remote host names, or only localhost",
+        )
+    seen: dict[tuple[str, int | None], int] = {}
+    for n in nodes:
+        if n.local:
+            continue
+        key = (n.host, n.port)
+        if key in seen:
+            problems.add(
+                source,
+                f"host {n.host} is listed twice (ranks {seen[key]} and {n.rank})",
+                "list each remote node once (only localhost may repeat)",
+            )
+        seen.setdefault(key, n.rank)
+
+
+def cluster_from_nodes_arg(text: str, *, user: str | None = None) -> Cluster:
+    """`--nodes h1,h2` (each `[user@]host[:port]`); SSH user: the given one, else the OS user."""
+    problems = Problems()
+    default_user = user or os_user()
+    nodes: list[Node] = []
+    items = [t.strip() for t in text.split(",")]
+    for i, item in enumerate(items):
+        if not item:
+            problems.add("--nodes", f"empty host name at position {i + 1}", "write --nodes h1,h2")
+            continue
+        try:
+            u, host, port = _parse_target(item)
+        except ValueError as exc:
+            problems.add("--nodes", str(exc), "write each node as [user@]host[:port]")
+            continue
+        local = host in LOCAL_HOSTS
+        nodes.append(
+            Node(
+                host=host,
+                rank=len(nodes),
+                user=None if local else (u or default_user),
+                port=port,
+                local=local,
+            )
+        )
+    _finish(nodes, problems, "--nodes")
+    problems.raise_if_any()
+    return Cluster(nodes=nodes, user=default_user, source="--nodes")
+
+
+def load_cluster(path: str | os.PathLike[str]) -> Cluster:
+    """Read a cluster file; raises UserError listing every problem."""
+    path = Path(path)
+    problems = Problems(prefix=f"{path.name}: ")
+    read_problems = Problems()
+    data = read_json_object(path, "cluster file", read_problems)
+    read_problems.raise_if_any()
+    assert data is not None
+    data = {k: v for k, v in data.items() if not k.startswith("_")}
+    _changeme(data, [], problems)
+    base = path.parent
+    me = os_user()
+
+    def sub(v: Any) -> Any:  # `{user-id}` is the OS user (as CVS resolves its cluster files)
+        return v.replace("{user-id}", me) if isinstance(v, str) else v
+
+    for key in data:
+        if key not in _ROOT_KEYS and key not in _ROOT_INFO_KEYS:
+            problems.add(
+                jpath([key]), f"unknown key '{key}'{did_you_mean(key, _ROOT_KEYS)}", "remove or rename it"
+            )
+    username = sub(data.get("username"))
+    if username is not None and (not isinstance(username, str) or not username):
+        problems.add("username", f"must be a non-empty string, got {username!r}", "set the SSH user")
+        username = None
+    user = username or me
+    key_file = _file(sub(data.get("priv_key_file")), "priv_key_file", base, problems, "SSH private key")
+    known_hosts = _file(sub(data.get("known_hosts")), "known_hosts", base, problems, "known_hosts file")
+    default_port = _port(data.get("port"), "port", problems)
+    verify = data.get("verify_host_keys", True)
+    if not isinstance(verify, bool):
+        problems.add("verify_host_keys", f"must be true or false, got {verify!r}", "use true or false")
+        verify = True
+
+    entries: list[tuple[list[str | int], str, dict[str, Any]]] = []
+    if "node_dict" in data and "nodes" in data:
+        problems.add("nodes", "both node_dict and nodes are given", "keep one of them")
+    if "node_dict" in data:
+        nd = data["node_dict"]
+        if not isinstance(nd, dict):
+            problems.add("node_dict", "must map host names to objects", 'write {"host1": {}, "host2": {}}')
+        else:
+            for host, info in nd.items():
+                if info is None:
+                    info = {}
+                if not isinstance(info, dict):
+                    problems.add(
+                        jpath(["node_dict", host]), "must be an object", "use {} when there is nothing"
+                    )
+                    continue
+                entries.append((["node_dict", host], host, info))
+    elif "nodes" in data:
+        nl = data["nodes"]
+        if not isinstance(nl, list):
+            problems.add("nodes", "must be a list of host names", 'write ["host1", "host2"]')
+        else:
+            for i, item in enumerate(nl):
+                if isinstance(item, str):
+                    entries.append((["nodes", i], item, {}))
+                elif isinstance(item, dict) and isinstance(item.get("host"), str):
+                    entries.append(
+                        (["nodes", i], item["host"], {k: v for k, v in item.items() if k != "host"})
+                    )
+                else:
+                    problems.add(
+                        jpath(["nodes", i]), f"not a host name or {{'host': ...}} object: {item!r}", "fix it"
+                    )
+    else:
+        problems.add("node_dict", "required key is missing", "list the nodes in node_dict (or nodes)")
+
+    nodes: list[Node] = []
+    for parts, target, info in entries:
+        where = jpath(parts)
+        info = {k: v for k, v in info.items() if not str(k).startswith("_")}
+        try:
+            u, host, port = _parse_target(sub(target))
+        except ValueError as exc:
+            problems.add(where, str(exc), "write the node as [user@]host[:port]")
+            continue
+        for k in info:
+            if k not in _NODE_KEYS:
+                hint = did_you_mean(k, _NODE_KEYS, cutoff=0.75)
+                if (
+                    hint
+                ):  # other keys (bmc_ip, vpc_ip, ...) are CVS inventory data and are kept out of the way
+                    problems.add(jpath([*parts, k]), f"unknown key '{k}'{hint}", "rename it")
+        node_user = sub(info.get("username")) or u or user
+        if not isinstance(node_user, str):
+            problems.add(jpath([*parts, "username"]), f"must be a string, got {node_user!r}", "fix it")
+            node_user = user
+        nport = _port(info.get("port"), jpath([*parts, "port"]), problems) or port or default_port
+        nkey = _file(
+            sub(info.get("priv_key_file")), jpath([*parts, "priv_key_file"]), base, problems, "SSH key"
+        )
+        local = host in LOCAL_HOSTS
+        nodes.append(
+            Node(
+                host=host,
+                rank=len(nodes),
+                user=None if local else node_user,
+                port=None if local else nport,
+                key_file=None if local else (nkey or key_file),
+                local=local,
+            )
+        )
+    if isinstance(data.get("node_dict"), dict) or isinstance(data.get("nodes"), list):
+        _finish(nodes, problems, "node_dict" if "node_dict" in data else "nodes")
+    problems.raise_if_any()
+    return Cluster(nodes=nodes, user=user, source=str(path), known_hosts=known_hosts, verify_host_keys=verify)
+
+
+def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
+    """The cluster as a JSON-ready dict (no secrets: key files are paths)."""
+    return {
+        "source": cluster.source,
+        "user": cluster.user,
+        "known_hosts": cluster.known_hosts,
+        "verify_host_keys": cluster.verify_host_keys,
+        "nodes": [asdict(n) for n in cluster.nodes],
+    }

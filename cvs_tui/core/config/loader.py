@@ -1,0 +1,342 @@
+"""Load a CVS jaxmaxtext config strictly: every problem at once, one line each, never a traceback.
+
+Order: read JSON -> drop `_` comment keys (an error inside maxtext_config) -> find `<changeme>` tags ->
+fill documented `paths` defaults -> resolve placeholders -> schema -> threshold file -> sweeps/runs ->
+cross-field checks. Each step works on the whole document and records problems instead of stopping, so
+one run of `cvs-tui config validate` shows everything that needs fixing.
+"""
+
+from __future__ import annotations
+
+import copy
+import getpass
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from cvs_tui.core.config.blocks import ThresholdSpec
+from cvs_tui.core.config.model import CvsConfig, Paths, RunSpec, is_secret_name
+from cvs_tui.core.config.placeholders import resolve_placeholders
+from cvs_tui.core.config.problems import Problems, add_validation_errors, did_you_mean, jpath
+from cvs_tui.core.config.sweeps import build_runs
+from cvs_tui.core.config.thresholds import check_coverage, parse_thresholds, read_json_object
+
+__all__ = ["DISTRIBUTED_ENV_VARS", "LoadedConfig", "RunSpec", "find_changeme", "load_config"]
+
+CHANGEME = "<changeme>"
+# Their presence in container.env marks a config as distributed (RDMA/NIC device selection).
+DISTRIBUTED_ENV_VARS = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
+# Set per node by the launcher (or built from train_params.xla_flags); a config value would be lost.
+LAUNCHER_ENV_VARS = ("JAX_COORDINATOR_IP", "NNODES", "NODE_RANK", "JAX_PROCESS_INDEX", "XLA_FLAGS")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Subtrees that pass through to MaxText: a `_` key there is written to the YAML, so it is an error.
+_NO_COMMENT_KEYS = (("train_params", "maxtext_config"),)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    path: Path
+    config: CvsConfig
+    raw: dict[str, Any]
+    threshold_path: Path
+    thresholds: dict[str, dict[str, ThresholdSpec]]
+    mode: Literal["single", "distributed"]
+    warnings: list[str] = field(default_factory=list)
+    preflight_errors: list[str] = field(default_factory=list)
+    runs: list[RunSpec] = field(default_factory=list)
+    model_label: str = ""
+    error_patterns: dict[str, str] | None = None
+
+    @property
+    def all_synthetic(self) -> bool:
+        """True when no selected run needs the tokenizer (smoke and checkpoint runs reuse a sweep's)."""
+        return all(r.maxtext_config.get("dataset_type") == "synthetic" for r in self.runs)
+
+
+def drop_comments(node: Any, parts: list[str | int], problems: Problems) -> Any:
+    """Drop `_`-prefixed keys everywhere, except where they would reach MaxText (an error there)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        forbidden = tuple(parts) in _NO_COMMENT_KEYS
+        for k, v in node.items():
+            if k.startswith("_"):
+                if forbidden:
+                    problems.add(
+                        jpath([*parts, k]),
+                        "comment keys are not allowed in maxtext_config (every key is written to the MaxText "
+                        "YAML and MaxText rejects unknown keys)",
+                        "remove it or move the comment next to train_params",
+                    )
+                continue
+            out[k] = drop_comments(v, [*parts, k], problems)
+        return out
+    if isinstance(node, list):
+        return [drop_comments(v, [*parts, i], problems) for i, v in enumerate(node)]
+    return node
+
+
+def find_changeme(node: Any, parts: list[str | int] | None = None) -> list[list[str | int]]:
+    """JSON paths of every string value still carrying a `<changeme>` tag (case-insensitive)."""
+    parts = parts or []
+    found: list[list[str | int]] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            found += find_changeme(v, [*parts, k])
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            found += find_changeme(v, [*parts, i])
+    elif isinstance(node, str) and CHANGEME in node.lower():
+        found.append(parts)
+    return found
+
+
+def _get(doc: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(k)
+    return doc
+
+
+def infer_mode(env: Mapping[str, Any]) -> Literal["single", "distributed"]:
+    return "distributed" if any(env.get(k) for k in DISTRIBUTED_ENV_VARS) else "single"
+
+
+def _changeme_step(
+    doc: dict[str, Any], problems: Problems, preflight: list[str]
+) -> set[tuple[str | int, ...]]:
+    tagged = find_changeme(doc)
+    for parts in tagged:
+        value = (
+            _get(doc, *[str(p) for p in parts]) if all(isinstance(p, str) for p in parts) else "<changeme>"
+        )
+        if any(isinstance(p, str) and is_secret_name(p) for p in parts):
+            value = "***"  # a tagged secret is still never echoed
+        where = jpath(parts)
+        if parts == ["container", "image"]:
+            preflight.append(
+                f"{where}: still tagged <changeme> ({value!r}); set the image tag your cluster has "
+                "(nothing is launched until it is replaced)"
+            )
+        elif parts[:2] == ["container", "env"]:
+            problems.add(
+                where,
+                f"still tagged <changeme> ({value!r})",
+                "replace the whole value with your cluster's setting (ibv_devices lists HCAs, "
+                "ip -br link lists interfaces)",
+            )
+        elif parts == ["threshold_json"]:
+            problems.add(
+                where,
+                f"still tagged <changeme> ({value!r})",
+                "point it at the threshold file for your GPU (e.g. mi300x_* or mi325x_*) and drop the tag",
+            )
+        else:
+            problems.add(where, f"still tagged <changeme> ({value!r})", "replace it with your value")
+    return {tuple(p) for p in tagged}
+
+
+def _resolve_threshold_path(config_path: Path, given: str) -> Path:
+    p = Path(os.path.expanduser(given))
+    return p if p.is_absolute() else config_path.parent / p
+
+
+def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> None:
+    """Cross-field rules on the (cleaned, resolved) document; every type is guarded."""
+    env = _get(doc, "container", "env")
+    if isinstance(env, dict):
+        for name in env:
+            if not _ENV_NAME.match(name):
+                problems.add(
+                    jpath(["container", "env", name]), "not a valid environment variable name", "rename it"
+                )
+            elif name in LAUNCHER_ENV_VARS:
+                src = (
+                    "built from train_params.xla_flags" if name == "XLA_FLAGS" else "set per node by cvs-tui"
+                )
+                problems.add(jpath(["container", "env", name]), f"{name} is {src}", "remove it")
+            elif name == "HF_TOKEN":
+                problems.add(
+                    jpath(["container", "env", name]),
+                    "a token does not belong in the config file",
+                    "put it in the file named by paths.hf_token_file",
+                )
+        port = env.get("JAX_COORDINATOR_PORT")
+        if isinstance(port, str) and not (port.isdigit() and 0 < int(port) < 65536):
+            problems.add(
+                jpath(["container", "env", "JAX_COORDINATOR_PORT"]),
+                f"not a TCP port: {port!r}",
+                "use 1-65535",
+            )
+    runtime = _get(doc, "container", "runtime", "name")
+    image = _get(doc, "container", "image")
+    if runtime != "host" and isinstance(_get(doc, "container"), dict) and not image:
+        problems.add(
+            "container.image", "required for the docker runtime", "set the image present on every node"
+        )
+
+    flags = _get(doc, "train_params", "xla_flags")
+    if isinstance(flags, dict):
+        for name, value in flags.items():
+            where = jpath(["train_params", "xla_flags", name])
+            if name.startswith("-"):
+                problems.add(
+                    where, "flag names are written without leading dashes", f"use '{name.lstrip('-')}'"
+                )
+            elif not re.match(r"^[A-Za-z0-9_]+$", name):
+                problems.add(where, "not an XLA flag name", "use the flag name, e.g. xla_gpu_autotune_level")
+            if isinstance(value, str) and re.search(r"\s", value):
+                problems.add(where, "value contains whitespace (XLA_FLAGS is space-separated)", "remove it")
+
+    patterns = doc.get("error_patterns")
+    if isinstance(patterns, dict):
+        if not patterns:
+            warnings.append(
+                "error_patterns: empty, so no error pattern is scanned; "
+                "remove the block for the built-in defaults"
+            )
+        for name, pattern in patterns.items():
+            if isinstance(pattern, str):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    problems.add(jpath(["error_patterns", name]), f"invalid regex: {exc}", "fix the pattern")
+
+    mc = _get(doc, "train_params", "maxtext_config")
+    if isinstance(mc, dict) and isinstance(_get(doc, "train_params"), dict):
+        label = _get(doc, "train_params", "model_id") or mc.get("model_name")
+        if not label:
+            problems.add(
+                "train_params.maxtext_config.model_name",
+                "required key is missing",
+                "set the MaxText model preset (or train_params.model_id for the label)",
+            )
+
+    ckpt = doc.get("checkpoint_resume")
+    if isinstance(ckpt, dict) and ckpt.get("enabled") is True:
+        before, period = ckpt.get("steps_before_ckpt", 6), ckpt.get("checkpoint_period", 5)
+        if isinstance(before, int) and isinstance(period, int) and period > before:
+            problems.add(
+                "checkpoint_resume.checkpoint_period",
+                f"{period} > steps_before_ckpt {before}, so phase 1 saves no checkpoint",
+                "make checkpoint_period <= steps_before_ckpt",
+            )
+        sweep = ckpt.get("sweep", "")
+        sweeps = doc.get("sweeps") or {}
+        if isinstance(sweep, str) and sweep and isinstance(sweeps, dict) and sweep not in sweeps:
+            problems.add(
+                "checkpoint_resume.sweep",
+                f"unknown sweep key '{sweep}'{did_you_mean(sweep, sweeps, cutoff=0.5)}",
+                'use a key of the sweeps block, or "" for the first selected run',
+            )
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER/LOGNAME: a bare container
+        return os.environ.get("USER") or "root"
+
+
+def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> LoadedConfig:
+    """Load, resolve and validate a config; raises UserError listing every problem."""
+    path = Path(path)
+    problems = Problems()
+    raw = read_json_object(path, "config file", problems)
+    problems.raise_if_any()
+    assert raw is not None
+
+    doc = drop_comments(raw, [], problems)
+    preflight: list[str] = []
+    warnings: list[str] = []
+    tagged = _changeme_step(doc, problems, preflight)
+
+    # Documented paths defaults are filled before resolution so that they resolve like written values.
+    paths = doc.get("paths")
+    if isinstance(paths, dict):
+        for name, fld in Paths.model_fields.items():
+            if name not in paths and fld.default is not None and isinstance(fld.default, str):
+                paths[name] = fld.default
+
+    doc = resolve_placeholders(doc, user=user or _user(), problems=problems)
+
+    config: CvsConfig | None = None
+    try:
+        config = CvsConfig.model_validate(doc)
+    except ValidationError as exc:
+        add_validation_errors(problems, exc, CvsConfig)
+
+    _semantic_checks(doc, problems, warnings)
+    runs = build_runs(doc, problems, warnings)
+
+    ckpt = doc.get("checkpoint_resume")
+    if isinstance(ckpt, dict) and ckpt.get("enabled") is True:
+        wanted = ckpt.get("sweep", "")
+        sweeps = doc.get("sweeps") or {}
+        selected = [r.key for r in runs]
+        if (
+            isinstance(wanted, str)
+            and isinstance(sweeps, dict)
+            and wanted in sweeps
+            and wanted not in selected
+        ):
+            problems.add(
+                "checkpoint_resume.sweep",
+                f"sweep '{wanted}' is not among the selected runs",
+                'add it to runs, or use "" for the first selected run',
+            )
+
+    thresholds: dict[str, dict[str, ThresholdSpec]] = {}
+    threshold_path = path.with_name(f"{path.stem}_threshold.json")
+    given = doc.get("threshold_json", "")
+    if isinstance(given, str) and ("threshold_json",) not in tagged:
+        if given.strip():
+            threshold_path = _resolve_threshold_path(path, given.strip())
+        if not threshold_path.is_file():
+            shown = given.strip() or "(empty: the default)"
+            problems.add(
+                "threshold_json",
+                f"threshold file {str(threshold_path)!r} not found "
+                f"(threshold_json {shown!r} in {str(path)!r})",
+                "set threshold_json to an existing file; relative paths resolve next to the config",
+            )
+        else:
+            tp = Problems(prefix=f"{threshold_path.name}: ")
+            data = read_json_object(threshold_path, "threshold file", problems)
+            if data is not None:
+                thresholds = parse_thresholds(data, tp, warnings)
+            problems.extend(tp)
+            if data is not None and isinstance(doc.get("sweeps", {}), dict):
+                declared = list(doc.get("sweeps") or {}) or ["default"]
+                check_coverage(
+                    thresholds,
+                    declared=declared,
+                    selected=[r.key for r in runs],
+                    enforce=doc.get("enforce_thresholds", True) is not False,
+                    threshold_name=threshold_path.name,
+                    problems=problems,
+                    warnings=warnings,
+                )
+
+    problems.raise_if_any()
+    assert config is not None
+
+    label = config.train_params.model_id or str(config.train_params.maxtext_config.get("model_name"))
+    return LoadedConfig(
+        path=path,
+        config=config,
+        raw=copy.deepcopy(raw),
+        threshold_path=threshold_path,
+        thresholds=thresholds,
+        mode=infer_mode(config.container.env),
+        warnings=warnings,
+        preflight_errors=preflight,
+        runs=runs,
+        model_label=label,
+        error_patterns=config.error_patterns,
+    )

@@ -1,0 +1,179 @@
+"""The threshold file (`<cell key>: {"training.<metric>": spec}`) and its coverage of the sweeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
+from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+
+# Every metric the suite records (all under `training.`).
+KNOWN_METRICS = (
+    "tflops_per_sec_per_gpu",
+    "tokens_per_sec_per_gpu",
+    "tokens_per_sec_total",
+    "scaling_efficiency_pct",
+    "step_time_seconds",
+    "step_time_mean_ms",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "final_loss",
+    "loss_decreased",
+    "eval_loss",
+    "steps_to_target",
+    "time_to_target_seconds",
+)
+KNOWN_METRIC_NAMES = tuple(f"training.{m}" for m in KNOWN_METRICS)
+_SPEC_KEYS = ("kind", "value", "tolerance_pct", "reference")
+
+Thresholds = dict[str, dict[str, ThresholdSpec]]
+
+
+def read_json_object(path: Path, label: str, problems: Problems) -> dict[str, Any] | None:
+    """Read a JSON object from ``path``; a problem line (naming the file) instead of an exception."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.add(str(path), f"{label} not found", "check the path")
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.add(str(path), f"cannot read {label}: {exc}", "check the file and its permissions")
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.add(
+            str(path),
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            "fix the JSON syntax",
+        )
+        return None
+    if not isinstance(data, dict):
+        problems.add(
+            str(path), f"{label} must be a JSON object, got {type(data).__name__}", "wrap it in {...}"
+        )
+        return None
+    return data
+
+
+def parse_thresholds(data: dict[str, Any], problems: Problems, warnings: list[str]) -> Thresholds:
+    """Validate every cell and spec; `_` keys (comments) are dropped at the root and inside cells."""
+    out: Thresholds = {}
+    for cell, metrics in data.items():
+        if cell.startswith("_"):
+            continue
+        if not isinstance(metrics, dict):
+            problems.add(
+                jpath([cell]),
+                f"a cell must map metrics to specs, got {type(metrics).__name__}",
+                "fix the cell",
+            )
+            out[cell] = {}  # present (and reported): no second "no cell" line for it
+            continue
+        specs: dict[str, ThresholdSpec] = {}
+        for metric, spec in metrics.items():
+            if metric.startswith("_"):
+                continue
+            where = [cell, metric]
+            if metric not in KNOWN_METRIC_NAMES:
+                warnings.append(
+                    f"{problems.prefix}{jpath(where)}: '{metric}' is not a metric the suite records"
+                    f"{did_you_mean(metric, KNOWN_METRIC_NAMES)}; it will report N/A"
+                )
+            if not isinstance(spec, dict):
+                problems.add(
+                    jpath(where), 'a spec must be an object like {"kind": "min", "value": 1}', "fix it"
+                )
+                continue
+            spec = {k: v for k, v in spec.items() if not k.startswith("_")}
+            bad = False
+            kind = spec.get("kind")
+            if isinstance(kind, str) and kind not in {k.value for k in ThresholdKind}:
+                kinds = [k.value for k in ThresholdKind]
+                problems.add(
+                    jpath([*where, "kind"]),
+                    f"unknown threshold kind '{kind}'{did_you_mean(kind, kinds)}",
+                    f"use one of {', '.join(kinds)}",
+                )
+                bad = True
+            for key in spec:
+                if key not in _SPEC_KEYS:
+                    problems.add(
+                        jpath([*where, key]),
+                        f"unknown key '{key}'{did_you_mean(key, _SPEC_KEYS)}",
+                        "remove or rename it",
+                    )
+                    bad = True
+            if bad:
+                continue
+            try:
+                specs[metric] = ThresholdSpec.model_validate(spec)
+            except ValidationError as exc:
+                for err in exc.errors(include_url=False):
+                    loc = [*where, *err["loc"]]
+                    msg = err["msg"].removeprefix("Value error, ")
+                    fix = "add it" if err["type"] == "missing" else "fix the spec"
+                    if err["type"] == "missing":
+                        msg = "required key is missing"
+                    problems.add(jpath(loc), msg, fix)
+        out[cell] = specs
+    return out
+
+
+def check_coverage(
+    thresholds: Thresholds,
+    *,
+    declared: Iterable[str],
+    selected: Iterable[str],
+    enforce: bool,
+    threshold_name: str,
+    problems: Problems,
+    warnings: list[str],
+) -> None:
+    """Cells must match sweep keys exactly: a selected sweep without a cell, or a cell matching no sweep.
+
+    With `enforce_thresholds: true` each mismatch is an error (a gated run could silently fall back to
+    record-only); otherwise a warning, since nothing is gated.
+    """
+    declared = list(declared)
+    lines: list[tuple[str, str, str]] = []
+    for key in selected:
+        if key not in thresholds:
+            lines.append(
+                (
+                    jpath(["sweeps", key]),
+                    f"sweep has no cell in {threshold_name}",
+                    "add a cell with this exact key",
+                )
+            )
+    for cell in thresholds:
+        if cell not in declared:
+            lines.append(
+                (
+                    f"{threshold_name}: {jpath([cell])}",
+                    f"cell matches no sweep key{did_you_mean(cell, declared, cutoff=0.5)}",
+                    "rename the cell to a sweep key or remove it",
+                )
+            )
+    for path, problem, fix in lines:
+        if enforce:
+            problems.add(path, problem, f"{fix} (or set enforce_thresholds to false)")
+        else:
+            warnings.append(f"{path}: {problem}; {fix} (enforce_thresholds is false: record-only)")
+
+
+def threshold_candidates(config_path: Path) -> list[Path]:
+    """Threshold files next to a config: `<stem>_threshold.json`, else `*_<model>_<mode>_threshold.json`."""
+    stem = config_path.stem
+    own = config_path.with_name(f"{stem}_threshold.json")
+    if own.exists():
+        return [own]
+    _, _, rest = stem.partition("_")
+    if not rest:
+        return []
+    return sorted(config_path.parent.glob(f"*_{rest}_threshold.json"))

@@ -1,0 +1,552 @@
+"""MaxText / orbax / absl line forms -> typed events.
+
+Every regex works on one *normalised* record: newlines and carriage returns already turned into spaces,
+so a log and its flattened copy read the same. Numbers may print as ``nan``/``inf``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from cvs_tui.core.events import (
+    CheckpointAction,
+    CheckpointEvent,
+    DevicesEvent,
+    EvalDialect,
+    EvalEvent,
+    EvalStartEvent,
+    ExitCodeEvent,
+    LogEvent,
+    MemoryEstimateEvent,
+    MemStatsEvent,
+    NonFiniteAbortEvent,
+    ParamsEvent,
+    StepEvent,
+    StepKind,
+    SystemInfoEvent,
+    TflopsPerStepEvent,
+)
+
+NUM = rb"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|-?inf|-?Infinity)"
+
+# ---------------------------------------------------------------------------------------------------------
+# Record headers. Each is recognised only where it follows whitespace or starts the stream. The glog,
+# TF/XLA and python-logging forms are found by one scan keyed on a ':' of their timestamp (a literal
+# first character keeps Python's regex engine on its fast path); the lookbehinds check what precedes it.
+# Lengths are bounded so that a header never needs more than HEADER_MAX bytes to be recognised.
+# ---------------------------------------------------------------------------------------------------------
+HEADER_MAX = 400
+_SRC = rb"[^\s:\]]{1,200}:\d{1,10}"
+_PYLOG_TAIL = rb"\d\d:\d\d,\d{3}:"
+TIMED_HEADER = re.compile(
+    # anchored on the ':' after the hour, which all three forms share; most ':' fail the lookahead
+    rb":(?=\d\d:\d)(?:"
+    rb"(?<=(?<!\S)([IWEF])\d{4} \d\d:)\d\d:\d{1,12}\.\d{1,9} {1,20}\d{1,20} " + _SRC + rb"\] "  # absl/glog
+    rb"|(?<=(?<!\S)(\d)\d{3}-\d\d-\d\d \d\d:)\d\d:\d\d\.\d{1,9}: [IWEF] " + _SRC + rb"\] "  # TF/XLA
+    rb"|(?<=(?<!\S)(I)NFO:\d{4}-\d\d-\d\d \d\d:)"
+    + _PYLOG_TAIL  # python logging, one per level width
+    + rb"|(?<=(?<!\S)([ED])(?:RROR|EBUG):\d{4}-\d\d-\d\d \d\d:)"
+    + _PYLOG_TAIL
+    + rb"|(?<=(?<!\S)(W)ARNING:\d{4}-\d\d-\d\d \d\d:)"
+    + _PYLOG_TAIL
+    + rb"|(?<=(?<!\S)(C)RITICAL:\d{4}-\d\d-\d\d \d\d:)"
+    + _PYLOG_TAIL
+    + rb")"
+)
+# Headers without a timestamp: (literal that gates the scan, regex run when it is present).
+LITERAL_HEADERS: tuple[tuple[bytes, re.Pattern[bytes]], ...] = (
+    (b"XPK ", re.compile(rb"XPK (?:Start|End): ")),
+    (b"EXIT_CODE=", re.compile(rb"EXIT_CODE=-?\d")),
+    (b"Per ", re.compile(rb"Per (?:train|prefill) step")),
+    (b"Traceback (", re.compile(rb"Traceback \(most recent call last\):")),
+)
+_WS = frozenset(b" \t\n\r\x0b\x0c")
+
+# F-level (fatal) headers; group 1 starts at the header's first byte.
+F_GLOG = re.compile(rb"(F)\d{4} \d\d:\d\d:\d{1,12}\.\d{1,9} {1,20}\d{1,20} " + _SRC + rb"\] ")
+F_TF = re.compile(rb": F (?<=(\d)\d{3}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}: F )" + _SRC + rb"\] ")
+
+# Full header, matched at a record start to read level, source and timestamp.
+HEADER_AT = re.compile(
+    rb"(?:(?P<glvl>[IWEF])\d{4} \d\d:\d\d:\d{1,12}\.\d{1,9} {1,20}\d{1,20} (?P<gsrc>" + _SRC + rb")\] )"
+    rb"|(?:(?P<tdate>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{1,9}): (?P<tlvl>[IWEF]) (?P<tsrc>" + _SRC + rb")\] )"
+    rb"|(?:(?P<plvl>INFO|WARNING|ERROR|CRITICAL|DEBUG):(?P<pdate>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):"
+    rb"(?P<psrc>[^:\s]{1,200}:\d{1,10}):)"
+)
+
+
+def header_info(rec: bytes) -> tuple[str | None, str | None, float | None]:
+    """(level letter, source `file:NNN`, epoch seconds or None) of a record's header."""
+    m = HEADER_AT.match(rec)
+    if m is None:
+        return None, None, None
+    if m.group("glvl"):
+        return m.group("glvl").decode(), _src(m.group("gsrc")), None  # glog prints no year
+    if m.group("tlvl"):
+        return (
+            m.group("tlvl").decode(),
+            _src(m.group("tsrc")),
+            _stamp(m.group("tdate"), "%Y-%m-%d %H:%M:%S.%f"),
+        )
+    return (
+        m.group("plvl")[:1].decode(),
+        _src(m.group("psrc")),
+        _stamp(m.group("pdate").replace(b",", b"."), "%Y-%m-%d %H:%M:%S.%f"),
+    )
+
+
+_SRC_CACHE: dict[bytes, str] = {}
+
+
+def _src(raw: bytes) -> str:
+    s = _SRC_CACHE.get(raw)
+    if s is None:
+        s = raw.decode("utf-8", "replace")
+        if len(_SRC_CACHE) < 4096:
+            _SRC_CACHE[raw] = s
+    return s
+
+
+def _stamp(raw: bytes, fmt: str) -> float | None:
+    """Header times carry no zone; they are read as UTC (the launcher's containers run in UTC)."""
+    try:
+        text = raw.decode("ascii")
+        head, _, frac = text.partition(".")
+        dt = datetime.strptime(head, fmt.split(".")[0]).replace(tzinfo=UTC)
+        return dt.timestamp() + (float("0." + frac) if frac else 0.0)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _f(raw: bytes | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Train steps: found by one scan of the whole chunk (they are most of a log).
+# ---------------------------------------------------------------------------------------------------------
+STEP = re.compile(
+    rb"completed step: (\d{1,12}), seconds: (" + NUM + rb")"
+    rb"(?:, live slice count: (\d{1,9}))?"
+    rb"(?:, TFLOP/s/device: (" + NUM + rb"), Tokens/s/device: (" + NUM + rb"))?"
+    rb", total_weights: (" + NUM + rb"), loss: (" + NUM + rb")"
+    rb"((?:, [A-Za-z_]{1,64}: " + NUM + rb")*)"
+)
+EXTRA = re.compile(rb", ([A-Za-z_]{1,64}): (" + NUM + rb")")
+RAMPUP_TAG = (b"[Rampup Batch Size Phase], ", b"[Rampup Batch Size Phase] ")
+PROF_STEP = re.compile(
+    rb"completed profiler activation/deactivation step: (\d{1,12}), total_weights: (" + NUM + rb"), "
+    rb"loss: (" + NUM + rb")((?:, [A-Za-z_]{1,64}: " + NUM + rb")*)"
+)
+_KEY_CACHE: dict[bytes, str] = {}
+
+
+def step_extras(raw: bytes) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in EXTRA.findall(raw):
+        key = _KEY_CACHE.get(k)
+        if key is None:
+            key = _KEY_CACHE.setdefault(k, k.decode("ascii"))
+        out[key] = float(v)
+    return out
+
+
+def profiler_steps(rec: bytes, line: int, source: str | None, stamp: float | None) -> list[LogEvent]:
+    out: list[LogEvent] = []
+    for m in PROF_STEP.finditer(rec):
+        out.append(
+            StepEvent(
+                step=int(m.group(1)),
+                loss=float(m.group(3)),
+                line=line,
+                kind=StepKind.PROFILER,
+                total_weights=float(m.group(2)),
+                extras=step_extras(m.group(4)) if m.group(4) else {},
+                timestamp=stamp,
+                source=source,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Everything else: anchored handlers run on the records that contain their anchor literal.
+# ---------------------------------------------------------------------------------------------------------
+TFLOPS = re.compile(
+    rb"Per train step:\s+Total TFLOPs: (" + NUM + rb")\s+split as (" + NUM + rb")% learnable weight flops"
+    rb"\s+and (" + NUM + rb")% attention flops"
+)
+TFLOPS_TOTAL_ONLY = re.compile(rb"Per train step:\s+Total TFLOPs: (" + NUM + rb")")
+SYS = re.compile(rb"System Information: (Jax Version|Jaxlib Version|Jax Backend): (.*)$", re.S)
+_SYS_KEYS = {b"Jax Version": "jax", b"Jaxlib Version": "jaxlib", b"Jax Backend": "backend"}
+NDEV = re.compile(rb"Num_devices: (\d+), shape \(([\d, ]*)\)")
+NPARAM = re.compile(rb"number parameters: (" + NUM + rb") billion")
+MEMEST = re.compile(
+    rb"Total (?:estimated )?memory size: (" + NUM + rb") GB"
+    rb"(?:, (?:estimated )?[Oo]utput size: (" + NUM + rb") GB)?"
+    rb"(?:, (?:estimated )?[Tt]emp size: (" + NUM + rb") GB)?"
+    rb"(?:, (?:estimated )?[Aa]rgument size: (" + NUM + rb") GB)?"
+    rb"(?:, (?:[Ee]stimated )?[Hh]ost temp size: (" + NUM + rb") GB)?"
+)
+MEMLBL = re.compile(rb"Memstats: (.{1,300}?):(?: |$)")
+MEMUSE = re.compile(
+    rb"Using \(GB\) ("
+    + NUM
+    + rb") / ("
+    + NUM
+    + rb") \(("
+    + NUM
+    + rb")%\) on (\S.{0,300}?) ?(?=Using \(GB\)|$)"
+)
+EVAL_START = re.compile(rb"Starting eval after train step (\d+)")
+EVAL_NEW = re.compile(
+    rb"Completed eval after train step (\d+), loss=(" + NUM + rb")(?:, perplexity=(" + NUM + rb"))?"
+)
+EVAL_RUN = re.compile(
+    rb"Completed eval step: (\d+), seconds: " + NUM + rb", running loss=(" + NUM + rb")"
+    rb"(?:, running perplexity=(" + NUM + rb"))?"
+)
+EVAL_MID = re.compile(
+    rb"eval metrics after step: (\d+), loss=(" + NUM + rb")(?:, perplexity=(" + NUM + rb"))?"
+)
+EVAL_OLD = re.compile(
+    rb"average loss after step=(\d+): eval_step_count=\d+, eval_loss=(?:np\.float\d+\()?(" + NUM + rb")"
+)
+ABORT = re.compile(rb"Aborting training due to (NaN|Inf) loss")
+EXIT = re.compile(rb"(?<!\S)EXIT_CODE=(-?\d{1,9})")
+
+# checkpoints (MaxText's own lines, orbax's manager, orbax event tracking old and new, standard_logger)
+_PATH = rb"(\S+?)\.?(?= |$)"
+# (anchor literal, regex, action, dialect, group layout: s=step, t=seconds, p=path, in group order)
+CK_PATTERNS: tuple[tuple[bytes, re.Pattern[bytes], CheckpointAction, str, str], ...] = (
+    (
+        b"to finish before checkpoint",
+        re.compile(rb"Waiting for step (\d+) to finish before checkpoint"),
+        CheckpointAction.SAVE_WAIT,
+        "maxtext",
+        "s",
+    ),
+    (
+        b"to finish before starting checkpointing",
+        re.compile(rb"Waited (" + NUM + rb") seconds for step (\d+) to finish before starting checkpointing"),
+        CheckpointAction.SAVE_WAIT,
+        "maxtext",
+        "ts",
+    ),
+    (
+        b"saving checkpoint at step",
+        re.compile(rb"Saving checkpoint at step (\d+)"),
+        CheckpointAction.SAVE_START,
+        "orbax",
+        "s",
+    ),
+    (
+        b"asynchronous checkpoint save",
+        re.compile(rb"Started an asynchronous checkpoint save for step (\d+)"),
+        CheckpointAction.SAVE_START,
+        "maxtext",
+        "s",
+    ),
+    (
+        b"saved a checkpoint at step",
+        re.compile(rb"Saved a checkpoint at step (\d+)"),
+        CheckpointAction.SAVE_DONE,
+        "maxtext",
+        "s",
+    ),
+    (
+        b"already exists, skipping save",
+        re.compile(rb"Checkpoint for step (\d+) already exists, skipping save"),
+        CheckpointAction.SAVE_SKIPPED,
+        "maxtext",
+        "s",
+    ),
+    (
+        b"finished blocking save in",
+        re.compile(
+            rb"\[(?:async|sync)\] Finished blocking save in ("
+            + NUM
+            + rb") seconds\. Continuing save @ "
+            + _PATH
+        ),
+        CheckpointAction.SAVE_BLOCKING_DONE,
+        "orbax-new",
+        "tp",
+    ),
+    (
+        b"finished save",
+        re.compile(
+            rb"\[(?:async|sync)\] Finished save(?: \(blocking \+ background\))? in ("
+            + NUM
+            + rb") seconds @ "
+            + _PATH
+        ),
+        CheckpointAction.SAVE_DONE,
+        "orbax-new",
+        "tp",
+    ),
+    (
+        b"finished load in",
+        re.compile(rb"\[(?:async|sync)\] Finished load in (" + NUM + rb") seconds @ " + _PATH),
+        CheckpointAction.RESTORE_DONE,
+        "orbax-new",
+        "tp",
+    ),
+    (
+        b"finished blocking save. time taken",
+        re.compile(
+            rb"Finished blocking save\. Time taken: (" + NUM + rb")s\. Continuing background save to " + _PATH
+        ),
+        CheckpointAction.SAVE_BLOCKING_DONE,
+        "orbax-old",
+        "tp",
+    ),
+    (
+        b"finished async_save",
+        re.compile(
+            rb"Finished async_save \(blocking \+ background\)\. Time taken: ("
+            + NUM
+            + rb")s\. directory="
+            + _PATH
+        ),
+        CheckpointAction.SAVE_DONE,
+        "orbax-old",
+        "tp",
+    ),
+    (
+        b"finished restoring checkpoint in",
+        re.compile(rb"Finished restoring checkpoint in (" + NUM + rb") seconds from " + _PATH),
+        CheckpointAction.RESTORE_DONE,
+        "orbax-old",
+        "tp",
+    ),
+    (
+        b"waiting for previous save",
+        re.compile(rb"Waiting for previous save to complete took (" + NUM + rb") seconds"),
+        CheckpointAction.WAIT_PREVIOUS,
+        "orbax",
+        "t",
+    ),
+    (
+        b"restoring from this run",
+        re.compile(rb"restoring from this run's directory step (\d+)"),
+        CheckpointAction.RESTORE_START,
+        "maxtext",
+        "s",
+    ),
+    (
+        b"loading full state from path",
+        re.compile(rb"Loading full state from path: " + _PATH),
+        CheckpointAction.RESTORE_START,
+        "maxtext",
+        "p",
+    ),
+    (
+        b"restoring params from",
+        re.compile(rb"restoring params from " + _PATH),
+        CheckpointAction.RESTORE_START,
+        "maxtext",
+        "p",
+    ),
+    (
+        b"no existing checkpoints found",
+        re.compile(rb"No existing checkpoints found, not restoring checkpoint"),
+        CheckpointAction.NO_CHECKPOINT,
+        "maxtext",
+        "",
+    ),
+    (
+        b"checkpointing disabled",
+        re.compile(rb"Checkpointing disabled, not creating checkpoint manager"),
+        CheckpointAction.DISABLED,
+        "maxtext",
+        "",
+    ),
+)
+STDLOG = re.compile(rb"(\{'step': \d+, 'event_type': '\w+'.*\})\s*$", re.S)
+_STEP_IN_PATH = re.compile(r"/(\d+)/?$")
+
+
+def _path_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    m = _STEP_IN_PATH.search(path)
+    return int(m.group(1)) if m else None
+
+
+def _checkpoint_rule(k: int) -> Callable[[bytes, int], list[LogEvent]]:
+    _anchor, regex, action, dialect, layout = CK_PATTERNS[k]
+
+    def handler(rec: bytes, line: int) -> list[LogEvent]:
+        out: list[LogEvent] = []
+        for m in regex.finditer(rec):
+            step = seconds = None
+            path: str | None = None
+            for i, kind in enumerate(layout, start=1):
+                g = m.group(i)
+                if kind == "s":
+                    step = int(g)
+                elif kind == "t":
+                    seconds = _f(g)
+                else:
+                    path = _text(g)
+            if step is None and path is not None:
+                step = _path_step(path)
+            out.append(CheckpointEvent(action, line, step=step, seconds=seconds, dialect=dialect, path=path))
+        return out
+
+    return handler
+
+
+def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
+    """orbax's `standard_logger.py` dict line, read with ast.literal_eval (safe: literals only)."""
+    m = STDLOG.search(rec)
+    if m is None:
+        return []
+    try:
+        d = ast.literal_eval(m.group(1).decode("utf-8", "replace"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return []
+    if not isinstance(d, dict):
+        return []
+    kind = d.get("event_type")
+    step = d.get("step") if isinstance(d.get("step"), int) else None
+    path = d.get("directory") if isinstance(d.get("directory"), str) else None
+
+    def num(key: str) -> float | None:
+        v = d.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    if kind == "save":
+        secs = num("checkpoint_manager_blocking_duration_secs")
+        if secs is None:
+            secs = num("checkpointer_blocking_duration_secs")
+        action = CheckpointAction.SAVE_BLOCKING_DONE
+    elif kind == "restore":
+        secs = num("checkpointer_duration_secs")
+        action = CheckpointAction.RESTORE_DONE
+    else:
+        return []
+    return [CheckpointEvent(action, line, step=step, seconds=secs, dialect="standard_logger", path=path)]
+
+
+def tflops(rec: bytes, line: int) -> list[LogEvent]:
+    m = TFLOPS.search(rec)
+    if m is not None:
+        return [TflopsPerStepEvent(float(m.group(1)), _f(m.group(2)), _f(m.group(3)), line)]
+    m = TFLOPS_TOTAL_ONLY.search(rec)
+    return [TflopsPerStepEvent(float(m.group(1)), None, None, line)] if m else []
+
+
+def sysinfo(rec: bytes, line: int) -> list[LogEvent]:
+    m = SYS.search(rec)
+    if m is None:
+        return []
+    value = _text(m.group(2)).strip()
+    return [SystemInfoEvent(_SYS_KEYS[m.group(1)], " ".join(value.split()), line)]
+
+
+def devices(rec: bytes, line: int) -> list[LogEvent]:
+    m = NDEV.search(rec)
+    if m is None:
+        return []
+    shape = tuple(int(x) for x in m.group(2).replace(b" ", b"").split(b",") if x)
+    return [DevicesEvent(int(m.group(1)), shape, line)]
+
+
+def params(rec: bytes, line: int) -> list[LogEvent]:
+    m = NPARAM.search(rec)
+    return [ParamsEvent(float(m.group(1)), line)] if m else []
+
+
+def memory_estimate(rec: bytes, line: int) -> list[LogEvent]:
+    m = MEMEST.search(rec)
+    if m is None:
+        return []
+    return [MemoryEstimateEvent(float(m.group(1)), *(_f(m.group(i)) for i in range(2, 6)), line=line)]
+
+
+def evals(rec: bytes, line: int) -> list[LogEvent]:
+    out: list[LogEvent] = []
+    for m in EVAL_START.finditer(rec):
+        out.append(EvalStartEvent(int(m.group(1)), line))
+    for regex, dialect in (
+        (EVAL_NEW, EvalDialect.CURRENT),
+        (EVAL_RUN, EvalDialect.RUNNING),
+        (EVAL_MID, EvalDialect.MID),
+    ):
+        for m in regex.finditer(rec):
+            out.append(
+                EvalEvent(int(m.group(1)), float(m.group(2)), dialect, line, perplexity=_f(m.group(3)))
+            )
+    for m in EVAL_OLD.finditer(rec):
+        out.append(EvalEvent(int(m.group(1)), float(m.group(2)), EvalDialect.OLD, line))
+    return out
+
+
+def abort(rec: bytes, line: int) -> list[LogEvent]:
+    m = ABORT.search(rec)
+    return [NonFiniteAbortEvent(m.group(1).decode().lower(), line)] if m else []
+
+
+def exit_code(rec: bytes, line: int) -> list[LogEvent]:
+    return [ExitCodeEvent(int(m.group(1)), line) for m in EXIT.finditer(rec)]
+
+
+class MemStats:
+    """Memstats spans records: a `Memstats: <label>:` record, then one `Using (GB)` record per device."""
+
+    def __init__(self) -> None:
+        self.label = ""
+
+    def __call__(self, rec: bytes, line: int) -> list[LogEvent]:
+        out: list[LogEvent] = []
+        lbl = MEMLBL.search(rec)
+        if lbl is not None:
+            self.label = " ".join(_text(lbl.group(1)).split())
+        for m in MEMUSE.finditer(rec, lbl.end() if lbl else 0):
+            out.append(
+                MemStatsEvent(
+                    self.label, float(m.group(1)), float(m.group(2)), _text(m.group(4)).strip(), line
+                )
+            )
+        return out
+
+
+Handler = Callable[[bytes, int], list[LogEvent]]
+
+# (anchor literal, lower-case, handler). A record whose folded text holds the anchor is handed to the
+# handler once; the handler's regexes decide. A record's events come in this order (after its steps).
+# `None` marks the two handlers that need parser state or the record header (profiler steps, Memstats).
+RULES: tuple[tuple[bytes, Handler | None], ...] = (
+    (b"completed profiler", None),
+    (b"system information: ", sysinfo),
+    (b"num_devices: ", devices),
+    (b"number parameters: ", params),
+    (b"memory size: ", memory_estimate),
+    (b"memstats", None),
+    (b"using (gb) ", None),
+    (b"per train step", tflops),
+    (b"eval", evals),
+    *((anchor, _checkpoint_rule(k)) for k, (anchor, *_rest) in enumerate(CK_PATTERNS)),
+    (b"'event_type': ", standard_logger),
+    (b"aborting training due to", abort),
+    (b"exit_code=", exit_code),
+)
+
+
+def is_nonfinite(x: float | None) -> bool:
+    return x is not None and not math.isfinite(x)

@@ -1,0 +1,276 @@
+"""`NodeLogParser`: one node's log bytes in, typed events out, incrementally.
+
+Speed comes from letting C code do the scanning: step lines are found by one regex pass over a whole
+batch of records, other line kinds by ``bytes.find`` on an anchor literal (only the records holding it
+run the detailed regexes), and error signatures by their necessary literals on a lower-cased copy.
+Events come out in log order: by record, then steps, the other kinds, error hits.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from operator import itemgetter
+
+from cvs_tui.core.events import ErrorHit, LogEvent, Severity, StepEvent, StepKind
+from cvs_tui.core.parse import dialects as d
+from cvs_tui.core.parse.literals import LiteralFinder
+from cvs_tui.core.parse.records import RECORD_CAP, Batch, RecordSplitter
+from cvs_tui.core.parse.signatures import Signature, compile_signatures
+
+ERROR_TEXT_CAP = 2000  # characters of a record kept in an ErrorHit
+_RANK_ERR = 50
+_TRAIN = StepKind.TRAIN
+_RAMPUP = StepKind.RAMPUP
+_FATAL = Severity.FATAL
+
+
+class NodeLogParser:
+    """Parse one node's merged stdout+stderr. ``feed`` any chunking; ``finish`` at end of stream.
+
+    ``error_patterns`` (name -> regex, matched case-insensitively) replaces the built-in default set
+    when given; always-on fatal signatures and benign classification apply either way. A pattern that
+    does not compile is skipped.
+    """
+
+    def __init__(self, error_patterns: dict[str, str] | None = None, *, _use_automaton: bool = True) -> None:
+        self._split = RecordSplitter()
+        self._sigs: list[Signature] = compile_signatures(error_patterns)
+        self._memstats = d.MemStats()
+        # one literal finder for the line-kind anchors and the signatures' necessary literals
+        literals = [anchor for anchor, _ in d.RULES]
+        for sig in self._sigs:
+            literals.extend(sig.literals or ())
+        self._finder = LiteralFinder(literals, use_automaton=_use_automaton)
+        self._rule_lit = [self._finder.index(anchor) for anchor, _ in d.RULES]
+        # literal index -> signatures that need it; signatures without a usable literal scan fully
+        self._lit_sigs: dict[int, list[int]] = {}
+        self._full_sigs: list[int] = []
+        for k, sig in enumerate(self._sigs):
+            if sig.literals is None:
+                self._full_sigs.append(k)
+            else:
+                for lit in sig.literals:
+                    self._lit_sigs.setdefault(self._finder.index(lit), []).append(k)
+
+    @property
+    def lines_seen(self) -> int:
+        return self._split.lines_seen
+
+    @property
+    def truncated_bytes(self) -> int:
+        """Bytes dropped from records longer than the record cap (never parsed)."""
+        return self._split.truncated_bytes
+
+    def feed(self, data: bytes) -> list[LogEvent]:
+        try:
+            batch = self._split.feed(bytes(data))
+            return self._events(batch) if batch is not None else []
+        except Exception:  # never let odd input take the caller down; the bytes are still logged
+            self._split = _recover(self._split)
+            return []
+
+    def finish(self) -> list[LogEvent]:
+        try:
+            batch = self._split.finish()
+            return self._events(batch) if batch is not None else []
+        except Exception:
+            self._split = _recover(self._split)
+            return []
+
+    # -----------------------------------------------------------------------------------------------------
+    def _events(self, batch: Batch) -> list[LogEvent]:
+        buf, starts, end, lines = batch.buf, batch.starts, batch.end, batch.lines
+        n = len(starts) - 1
+        self._needs_sort = False
+        longs: list[int] = []
+        if end > RECORD_CAP:
+            longs = [i for i in range(n) if starts[i + 1] - starts[i] > RECORD_CAP]
+        if not longs:
+            keyed = self._scan(buf, starts, end, lines, frozenset(), 0)
+        else:
+            skip = frozenset(longs)
+            keyed = self._scan(buf, starts, end, lines, skip, 0)
+            for i in longs:
+                rec = buf[starts[i] : starts[i] + RECORD_CAP]
+                keyed.extend(self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i))
+        if not keyed:
+            return []
+        if self._needs_sort or longs:
+            keyed.sort(key=itemgetter(0))
+        return [ev for _, ev in keyed]
+
+    def _scan(
+        self, buf: bytes, starts: list[int], end: int, lines: list[int], skip: frozenset[int], base: int
+    ) -> list[tuple[tuple[int, int, int], LogEvent]]:
+        """Events of the records of one buffer, keyed (record, rank, position) for ordering."""
+        out: list[tuple[tuple[int, int, int], LogEvent]] = []
+        append = out.append
+        rampup = buf.find(b"[Rampup", 0, end) != -1
+        nonfinite: list[int] = []
+        src_cache: dict[bytes, str] = {}
+
+        # 1. train steps: one pass over the whole buffer
+        for m in d.STEP.finditer(buf, 0, end):
+            p = m.start()
+            i = bisect_right(starts, p) - 1
+            if i in skip or m.end() > starts[i + 1]:
+                continue
+            s = starts[i]
+            st, sec, sl, tf, tok, tw, loss, ex = m.groups()
+            # absl header: the source is the last word before the first "] ", right before the step
+            if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2:
+                raw = buf[buf.rfind(b" ", s, p - 2) + 1 : p - 2]
+                source = src_cache.get(raw)
+                if source is None:
+                    source = src_cache[raw] = d._src(raw)
+                stamp = None  # absl prints no year
+            else:
+                _lvl, source, stamp = d.header_info(buf[s:p])
+            kind = _TRAIN
+            if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
+                kind = _RAMPUP
+            lossf = float(loss)
+            ev = StepEvent(
+                int(st),
+                lossf,
+                lines[i],
+                kind,
+                float(sec),
+                float(tf) if tf is not None else None,
+                float(tok) if tok is not None else None,
+                float(tw),
+                int(sl) if sl is not None else None,
+                d.step_extras(ex) if ex else {},
+                stamp,
+                source,
+            )
+            append(((base + i, 0, p), ev))
+            if lossf != lossf or lossf in (_INF, _NINF):
+                nonfinite.append(i)
+
+        # 2. other line kinds and error literals: one literal pass over the folded text
+        low = buf[:end].lower()
+        found = self._finder.find(low, starts, end)
+        for r, (_anchor, handler) in enumerate(d.RULES):
+            recs = found.get(self._rule_lit[r])
+            if not recs:
+                continue
+            for i in sorted(recs):
+                if i in skip:
+                    continue
+                s = starts[i]
+                rec = buf[s : min(starts[i + 1], s + RECORD_CAP)]
+                if handler is not None:
+                    evs = handler(rec, lines[i])
+                elif r == 0:  # profiler steps carry the header's source
+                    _lvl, source, stamp = d.header_info(rec)
+                    evs = d.profiler_steps(rec, lines[i], source, stamp)
+                else:
+                    evs = self._memstats(rec, lines[i])
+                for k, ev in enumerate(evs):
+                    append(((base + i, 1 + r, k), ev))
+                    self._needs_sort = True
+
+        # 3. error signatures
+        hits = self._errors(buf, starts, end, lines, skip, nonfinite, base, found)
+        if hits:
+            out.extend(hits)
+            self._needs_sort = True
+        return out
+
+    def _errors(
+        self,
+        buf: bytes,
+        starts: list[int],
+        end: int,
+        lines: list[int],
+        skip: frozenset[int],
+        nonfinite: list[int],
+        base: int,
+        found: dict[int, set[int]],
+    ) -> list[tuple[tuple[int, int, int], LogEvent]]:
+        cands: dict[int, set[int]] = {}  # record -> signature indexes to try
+        for lit, sig_ids in self._lit_sigs.items():
+            for i in found.get(lit, ()):
+                if i not in skip:
+                    cands.setdefault(i, set()).update(sig_ids)
+        for k in self._full_sigs:
+            regex = self._sigs[k].regex
+            pos = 0
+            while pos < end:
+                m = regex.search(buf, pos, end)
+                if m is None:
+                    break
+                i = bisect_right(starts, m.start()) - 1
+                if i not in skip:
+                    cands.setdefault(i, set()).add(k)
+                pos = starts[i + 1]
+        for i in nonfinite:
+            cands.setdefault(i, set())
+        flevel = self._f_level(buf, starts, end, skip)
+        for i in flevel:
+            cands.setdefault(i, set())
+        if not cands:
+            return []
+        out: list[tuple[tuple[int, int, int], LogEvent]] = []
+        nonfinite_set = set(nonfinite)
+        for i in sorted(cands):
+            s = starts[i]
+            rec = buf[s : min(starts[i + 1], s + RECORD_CAP)]
+            matched = [self._sigs[k] for k in sorted(cands[i]) if self._sigs[k].regex.search(rec)]
+            benign = any(sig.origin == "benign" for sig in matched)
+            found: list[tuple[str, Severity, str]] = []
+            if i in nonfinite_set:
+                found.append(("non-finite loss", _FATAL, "always"))
+            if i in flevel:
+                found.append(("fatal log line", _FATAL, "always"))
+            for sig in matched:
+                if benign and sig.origin in ("builtin", "config"):
+                    continue  # a benign line's wording must not fail a run
+                found.append((sig.name, sig.severity, sig.origin))
+            if not found:
+                continue
+            # one line, whitespace runs collapsed: the same for a log, its flattened or CRLF copy
+            text = " ".join(rec.decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+            seen: set[str] = set()
+            for k, (name, sev, origin) in enumerate(found):
+                if name in seen:
+                    continue
+                seen.add(name)
+                out.append(((base + i, _RANK_ERR, k), ErrorHit(name, sev, text, lines[i], origin)))
+        return out
+
+    @staticmethod
+    def _f_level(buf: bytes, starts: list[int], end: int, skip: frozenset[int]) -> set[int]:
+        """Records whose absl or TF/XLA header has level F (glog FATAL: the process aborts)."""
+        out: set[int] = set()
+        for regex in (d.F_GLOG, d.F_TF):
+            for m in regex.finditer(buf, 0, end):
+                h = m.start(1)
+                i = bisect_right(starts, h) - 1
+                if starts[i] == h and i not in skip:
+                    out.add(i)
+        return out
+
+    _needs_sort = False
+
+
+_GLOG_LEVELS = frozenset(b"IWEF")
+_INF = float("inf")
+_NINF = float("-inf")
+
+
+def _recover(split: RecordSplitter) -> RecordSplitter:
+    """After an internal failure, drop the unfinished record and go on with the next bytes."""
+    fresh = RecordSplitter()
+    fresh._line0 = split.newlines + 1
+    fresh.newlines = split.newlines
+    fresh.total_bytes = split.total_bytes
+    fresh.truncated_bytes = split.truncated_bytes
+    return fresh
+
+
+def parse_log_bytes(data: bytes, error_patterns: dict[str, str] | None = None) -> list[LogEvent]:
+    """All events of a complete log held in memory."""
+    parser = NodeLogParser(error_patterns)
+    return parser.feed(data) + parser.finish()

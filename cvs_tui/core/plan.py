@@ -1,0 +1,501 @@
+"""The resolved plan: config + nodes -> exactly what will run where, with which env and YAML.
+
+The runner executes a Plan and never re-reads the config. `Plan.display_dict()` is the stable JSON that
+`cvs-tui plan --json` prints and a run folder keeps as `plan.json` (secrets shown as `***`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from cvs_tui.core.cluster import Cluster
+from cvs_tui.core.config.blocks import ThresholdSpec
+from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec, is_secret_name
+from cvs_tui.core.errors import UserError
+
+PLAN_SCHEMA_VERSION = 1
+# Special runs: key -> slug (the sweep runs use their sweep key and slug).
+SMOKE_KEY, CKPT1_KEY, CKPT2_KEY, CKPT_REF_KEY = "SMOKE", "CKPT-1", "CKPT-2", "CKPT-REF"
+SPECIAL_SLUGS = {SMOKE_KEY: "SMOKE", CKPT1_KEY: "CKPT_1", CKPT2_KEY: "CKPT_2", CKPT_REF_KEY: "CKPT_REF"}
+MASK = "***"
+
+RunKind = Literal["smoke", "sweep", "ckpt_phase1", "ckpt_phase2", "ckpt_reference"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedStage(_Frozen):
+    name: str
+    enabled: bool
+    reason: str
+
+
+class PlannedNode(_Frozen):
+    host: str
+    rank: int
+    local: bool
+    user: str | None = None
+    port: int | None = None
+    key_file: str | None = None
+
+
+class PlannedRun(_Frozen):
+    key: str
+    slug: str
+    kind: RunKind
+    source_sweep: str | None
+    steps: int
+    run_name: str
+    base_output_directory: str
+    maxtext_config: dict[str, Any]
+    yaml_text: str
+    env: dict[str, str]
+    xla_flags: str | None
+    node_env: list[dict[str, str]]
+    threshold_cell: dict[str, ThresholdSpec] | None
+
+
+class Plan(_Frozen):
+    schema_version: int = PLAN_SCHEMA_VERSION
+    run_id: str
+    config_path: str
+    threshold_path: str
+    out_dir: str
+    mode: Literal["single", "distributed"]
+    gpu_name: str
+    gpus_per_node: int
+    model_label: str
+    enforce_thresholds: bool
+    user: str
+    cluster_source: str
+    known_hosts: str | None
+    verify_host_keys: bool
+    nodes: list[PlannedNode]
+    coordinator: str
+    coordinator_port: str
+    stages: list[PlannedStage]
+    runs: list[PlannedRun]
+    container_name: str
+    container_image: str
+    container_runtime: Literal["docker", "host"]
+    container_lifetime: str
+    container_args: dict[str, Any]
+    paths: dict[str, str]
+    python: str
+    train_script_paths: list[str]
+    hf_model_id: str
+    tokenizer_path: str | None
+    maxtext_root: str
+    maxtext_branch: str
+    maxtext_install_cmd: str
+    error_patterns: dict[str, str] | None
+    checkpoint_resume: dict[str, Any]
+    warnings: list[str]
+    preflight_errors: list[str]
+
+    def stage(self, name: str) -> PlannedStage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def display_dict(self) -> dict[str, Any]:
+        """Stable JSON for `plan --json` and plan.json, with secret values masked."""
+        d = self.model_dump(mode="json")
+        for run in d["runs"]:
+            run["env"] = mask_env(run["env"])
+            run["maxtext_config"] = mask_env(run["maxtext_config"])
+            run["yaml_text"] = yaml_dump(run["maxtext_config"])
+            run["node_env"] = [mask_env(e) for e in run["node_env"]]
+        return d
+
+
+def mask_env(env: dict[str, Any]) -> dict[str, Any]:
+    return {k: (MASK if is_secret_name(k) and v not in ("", None) else v) for k, v in env.items()}
+
+
+def yaml_dump(config: dict[str, Any]) -> str:
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def new_run_id() -> str:
+    """Sortable, unique enough for concurrent runs: UTC time + 4 random hex digits."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def xla_flags_value(flags: dict[str, Any]) -> str | None:
+    """`--k=v ...` in map order; bools as true/false; None when the map is empty (XLA keeps its defaults)."""
+    if not flags:
+        return None
+    parts = []
+    for k, v in flags.items():
+        value = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        parts.append(f"--{k}={value}")
+    return " ".join(parts)
+
+
+def _docker_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", text).strip("-.") or "cvs"
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._\-]+", "_", text).strip("_") or "model"
+
+
+def _node_env(cluster: Cluster, port: str, cpu: bool) -> list[dict[str, str]]:
+    n = len(cluster.nodes)
+    coord = cluster.coordinator_ip
+    out = []
+    for node in cluster.nodes:
+        env = {
+            "JAX_COORDINATOR_IP": coord,
+            "JAX_COORDINATOR_PORT": port,
+            "NNODES": str(n),
+            "NODE_RANK": str(node.rank),
+            "JAX_PROCESS_INDEX": str(node.rank),
+        }
+        if cpu:  # MaxText's CPU path reads XPK's names (its coordinator port is fixed at 1234)
+            env |= {
+                "JAX_COORDINATOR_ADDRESS": coord,
+                "JOB_INDEX": "0",
+                "JOB_COMPLETION_INDEX": str(node.rank),
+                "PROCESSES_IN_JOB": str(n),
+                "JAX_PROCESS_COUNT": str(n),
+            }
+        out.append(env)
+    return out
+
+
+def _ckpt_sweep(loaded: LoadedConfig) -> RunSpec:
+    wanted = loaded.config.checkpoint_resume.sweep
+    for r in loaded.runs:
+        if not wanted or r.key == wanted:
+            return r
+    raise UserError(
+        f"checkpoint_resume.sweep: '{wanted}' is not among the selected runs; "
+        f'add it to runs or set it to one of {[r.key for r in loaded.runs]} (or "" for the first)'
+    )
+
+
+def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id: str) -> Plan:
+    """Resolve everything a run needs; raises UserError when the config and the nodes disagree."""
+    cfg = loaded.config
+    nnodes = len(cluster.nodes)
+    if loaded.mode == "single" and nnodes > 1:
+        raise UserError(
+            f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
+            "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
+        )
+    env = dict(cfg.container.env)
+    xla = xla_flags_value(cfg.train_params.xla_flags)
+    if xla is not None:
+        env["XLA_FLAGS"] = xla
+    port = env.get("JAX_COORDINATOR_PORT", DEFAULT_COORDINATOR_PORT)
+    log_dir = cfg.paths.log_dir.rstrip("/") or "/"
+    run_root = f"{log_dir}/{run_id}"
+    model = _label(loaded.model_label)
+
+    def planned(
+        key: str, slug: str, kind: RunKind, source: str | None, mc: dict[str, Any], name_slug: str
+    ) -> PlannedRun:
+        mc = copy.deepcopy(mc)
+        run_name = f"cvs_{model}_{name_slug}"
+        base_out = f"{run_root}/{name_slug}"
+        mc["run_name"] = run_name
+        mc["base_output_directory"] = base_out
+        cpu = str(mc.get("hardware", "")).lower() == "cpu"
+        if cpu and nnodes == 1:
+            mc.setdefault("skip_jax_distributed_system", True)
+        steps = mc["steps"]
+        return PlannedRun(
+            key=key,
+            slug=slug,
+            kind=kind,
+            source_sweep=source,
+            steps=steps,
+            run_name=run_name,
+            base_output_directory=base_out,
+            maxtext_config=mc,
+            yaml_text=yaml_dump(mc),
+            env=dict(env),
+            xla_flags=xla,
+            node_env=_node_env(cluster, port, cpu),
+            threshold_cell=loaded.thresholds.get(key) if kind == "sweep" else None,
+        )
+
+    runs: list[PlannedRun] = []
+    smoke = cfg.smoke
+    if smoke.enabled and loaded.runs:
+        # The first selected sweep's model and mesh, at a small fixed shape in BF16.
+        mc = dict(loaded.runs[0].maxtext_config)
+        mc.update(
+            steps=smoke.steps,
+            per_device_batch_size=smoke.per_device_batch_size,
+            max_target_length=smoke.max_target_length,
+            quantization="",
+        )
+        runs.append(planned(SMOKE_KEY, SPECIAL_SLUGS[SMOKE_KEY], "smoke", loaded.runs[0].key, mc, "SMOKE"))
+    for spec in loaded.runs:
+        runs.append(planned(spec.key, spec.slug, "sweep", spec.key, spec.maxtext_config, spec.slug))
+    cr = cfg.checkpoint_resume
+    if cr.enabled:
+        sweep = _ckpt_sweep(loaded)
+        total = cr.steps_before_ckpt + cr.steps_after_resume
+        base = dict(sweep.maxtext_config)
+        base.update(cr.smoke_model_overrides)
+        # One LR schedule for all three so the losses at the boundary are comparable.
+        base["learning_rate_schedule_steps"] = total
+        p1 = base | {"steps": cr.steps_before_ckpt, "enable_checkpointing": True}
+        p1["checkpoint_period"] = cr.checkpoint_period
+        # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
+        # its logs still go to their own folder (CKPT_2).
+        p2 = p1 | {"steps": total}
+        ref = base | {"steps": total, "enable_checkpointing": False}
+        runs.append(planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"))
+        runs.append(planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"))
+        runs.append(
+            planned(CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF")
+        )
+
+    lifetime = cfg.container.lifetime
+    runtime = cfg.container.runtime.name
+    if lifetime == "no_launch":
+        container_name = cfg.container.name  # an existing container the operator started
+    elif lifetime == "persistent":
+        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}")
+    else:
+        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}-{run_id}")
+
+    needs_tokenizer = [r.key for r in runs if r.maxtext_config.get("dataset_type") != "synthetic"]
+    tokenizer_path = cfg.train_params.maxtext_config.get("tokenizer_path")
+    stages = [PlannedStage(name="preflight", enabled=True, reason=_preflight_reason(loaded, cluster))]
+    if runtime == "host":
+        stages.append(
+            PlannedStage(name="launch_container", enabled=False, reason="runtime host: no container")
+        )
+    elif lifetime == "no_launch":
+        stages.append(
+            PlannedStage(
+                name="launch_container",
+                enabled=False,
+                reason=f"lifetime no_launch: uses the running container {container_name}",
+            )
+        )
+    else:
+        stages.append(
+            PlannedStage(
+                name="launch_container",
+                enabled=True,
+                reason=f"{runtime} container {container_name} from {cfg.container.image} on {nnodes} node(s)",
+            )
+        )
+    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
+    if loaded.mode == "distributed" and cpu_only:
+        stages.append(
+            PlannedStage(name="rdma", enabled=False, reason="hardware cpu: no RDMA devices to check")
+        )
+    elif loaded.mode == "distributed":
+        stages.append(
+            PlannedStage(name="rdma", enabled=True, reason="distributed config: check RDMA devices")
+        )
+    else:
+        stages.append(PlannedStage(name="rdma", enabled=False, reason="single-node config: no RDMA"))
+    if needs_tokenizer:
+        stages.append(
+            PlannedStage(
+                name="tokenizer",
+                enabled=True,
+                reason=f"{', '.join(needs_tokenizer)} use real data: download {cfg.train_params.hf_model_id} "
+                f"to {tokenizer_path}",
+            )
+        )
+    else:
+        stages.append(
+            PlannedStage(name="tokenizer", enabled=False, reason="every run uses dataset_type synthetic")
+        )
+    tp = cfg.train_params
+    if tp.maxtext_branch or tp.maxtext_install_cmd:
+        what = []
+        if tp.maxtext_branch:
+            what.append(f"check out {tp.maxtext_branch}")
+        if tp.maxtext_install_cmd:
+            what.append(f"run {tp.maxtext_install_cmd!r}")
+        stages.append(
+            PlannedStage(
+                name="maxtext_setup", enabled=True, reason=f"in {tp.maxtext_root}: {' and '.join(what)}"
+            )
+        )
+    else:
+        stages.append(
+            PlannedStage(
+                name="maxtext_setup",
+                enabled=False,
+                reason="no maxtext_branch or maxtext_install_cmd: the image's MaxText as is",
+            )
+        )
+    if smoke.enabled:
+        stages.append(
+            PlannedStage(
+                name="smoke",
+                enabled=True,
+                reason=f"{smoke.steps} steps, batch {smoke.per_device_batch_size}, "
+                f"seqlen {smoke.max_target_length}, BF16; a failure stops the suite",
+            )
+        )
+    else:
+        stages.append(PlannedStage(name="smoke", enabled=False, reason="smoke.enabled is false"))
+    for spec in loaded.runs:
+        stages.append(PlannedStage(name=f"run:{spec.key}", enabled=True, reason=f"{spec.steps} steps"))
+    if cr.enabled:
+        stages.append(
+            PlannedStage(
+                name="checkpoint_resume",
+                enabled=True,
+                reason=f"on {_ckpt_sweep(loaded).key}: {cr.steps_before_ckpt} steps saving every "
+                f"{cr.checkpoint_period}, resume to {cr.steps_before_ckpt + cr.steps_after_resume}, "
+                "compare with an uninterrupted reference",
+            )
+        )
+    else:
+        stages.append(
+            PlannedStage(
+                name="checkpoint_resume", enabled=False, reason="opt-in: checkpoint_resume.enabled is false"
+            )
+        )
+    stages.append(
+        PlannedStage(name="report", enabled=True, reason=f"HTML, JSON, JUnit and Markdown in {out_dir}")
+    )
+    if runtime == "host" or lifetime != "per_run":
+        why = (
+            "runtime host: no container" if runtime == "host" else f"lifetime {lifetime}: the container stays"
+        )
+        stages.append(PlannedStage(name="teardown", enabled=False, reason=why))
+    else:
+        stages.append(PlannedStage(name="teardown", enabled=True, reason=f"remove {container_name}"))
+
+    return Plan(
+        run_id=run_id,
+        config_path=str(loaded.path),
+        threshold_path=str(loaded.threshold_path),
+        out_dir=str(out_dir),
+        mode=loaded.mode,
+        gpu_name=cfg.gpu_name,
+        gpus_per_node=cfg.gpus_per_node,
+        model_label=loaded.model_label,
+        enforce_thresholds=cfg.enforce_thresholds,
+        user=cluster.user,
+        cluster_source=cluster.source,
+        known_hosts=cluster.known_hosts,
+        verify_host_keys=cluster.verify_host_keys,
+        nodes=[
+            PlannedNode(
+                host=n.host, rank=n.rank, local=n.local, user=n.user, port=n.port, key_file=n.key_file
+            )
+            for n in cluster.nodes
+        ],
+        coordinator=cluster.coordinator_ip,
+        coordinator_port=port,
+        stages=stages,
+        runs=runs,
+        container_name=container_name,
+        container_image=cfg.container.image,
+        container_runtime=runtime,
+        container_lifetime=lifetime,
+        container_args=dict(cfg.container.runtime.args),
+        paths=cfg.paths.as_dict(),
+        python=tp.python,
+        train_script_paths=list(tp.train_script_paths),
+        hf_model_id=tp.hf_model_id,
+        tokenizer_path=str(tokenizer_path) if tokenizer_path is not None else None,
+        maxtext_root=tp.maxtext_root,
+        maxtext_branch=tp.maxtext_branch,
+        maxtext_install_cmd=tp.maxtext_install_cmd,
+        error_patterns=loaded.error_patterns,
+        checkpoint_resume=cr.model_dump(mode="json"),
+        warnings=list(loaded.warnings),
+        preflight_errors=list(loaded.preflight_errors),
+    )
+
+
+def _preflight_reason(loaded: LoadedConfig, cluster: Cluster) -> str:
+    if loaded.preflight_errors:
+        return f"{len(loaded.preflight_errors)} problem(s) to fix first: nothing will be launched"
+    where = "the local machine" if cluster.is_local else f"{len(cluster.nodes)} node(s) over SSH"
+    return f"reach {where}; check image, paths and train script before anything starts"
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as plain text for a terminal (secrets masked)."""
+    d = plan.display_dict()
+    out: list[str] = []
+    w = out.append
+    w(f"Plan {d['run_id']}  ({d['mode']}, {len(d['nodes'])} node(s) x {d['gpus_per_node']} GPU(s))")
+    w(f"  config      {d['config_path']}")
+    w(f"  thresholds  {d['threshold_path']}  (enforce_thresholds: {str(d['enforce_thresholds']).lower()})")
+    w(f"  model       {d['model_label']}   gpu {d['gpu_name']}   user {d['user']}")
+    w(f"  run folder  {d['out_dir']}")
+    rt = d["container_runtime"]
+    if rt == "host":
+        w("  container   none (runtime host: runs on each node itself)")
+    else:
+        w(f"  container   {d['container_name']}  image {d['container_image']}  ({d['container_lifetime']})")
+    w(f"  trainer     {d['python']} {' | '.join(d['train_script_paths'])}  (first that exists)")
+    for line in d["preflight_errors"]:
+        w(f"  PREFLIGHT ERROR: {line}")
+    for line in d["warnings"]:
+        w(f"  warning: {line}")
+    w("")
+    w("Nodes")
+    for n in d["nodes"]:
+        how = (
+            "local" if n["local"] else f"ssh {n['user']}@{n['host']}" + (f":{n['port']}" if n["port"] else "")
+        )
+        coord = "  (coordinator)" if n["rank"] == 0 else ""
+        w(f"  rank {n['rank']}  {n['host']}  {how}{coord}")
+    w(f"  coordinator {d['coordinator']}:{d['coordinator_port']}")
+    w("")
+    w("Stages")
+    for i, s in enumerate(d["stages"], 1):
+        mark = "run " if s["enabled"] else "skip"
+        w(f"  {i:2d}. [{mark}] {s['name']:<18} {s['reason']}")
+    for r in d["runs"]:
+        w("")
+        w(f"Run {r['key']}  ({r['kind']}, {r['steps']} steps, logs/{r['slug']}/)")
+        w(f"  run_name               {r['run_name']}")
+        w(f"  base_output_directory  {r['base_output_directory']}")
+        w(f"  XLA_FLAGS              {r['xla_flags'] if r['xla_flags'] else '(not set)'}")
+        w("  env")
+        for k, v in r["env"].items():
+            if k != "XLA_FLAGS":
+                w(f"    {k}={v}")
+        w("  per-node env")
+        for rank, e in enumerate(r["node_env"]):
+            w(f"    rank {rank}: " + " ".join(f"{k}={v}" for k, v in e.items()))
+        cell = r["threshold_cell"]
+        if r["kind"] == "sweep":
+            if cell is None:
+                w("  thresholds: no cell for this key (every metric is recorded, none gated)")
+            else:
+                w("  thresholds")
+                for metric, spec in cell.items():
+                    extra = ""
+                    if spec.get("tolerance_pct") is not None:
+                        extra = f" +/-{spec['tolerance_pct']}%"
+                    if spec.get("reference"):
+                        extra = f" x {spec['reference']}"
+                    w(f"    {metric}: {spec['kind']} {spec['value']}{extra}")
+        w("  MaxText YAML")
+        for line in r["yaml_text"].splitlines():
+            w(f"    {line}")
+    return "\n".join(out) + "\n"

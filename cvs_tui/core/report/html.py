@@ -1,0 +1,85 @@
+"""report.html: one self-contained page (inline CSS and SVG, no external URL) from the results model."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from cvs_tui.core.report.charts import loss_chart, step_time_chart
+from cvs_tui.core.results import Results
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def environment(*, html: bool = True) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"]) if html else False,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = fmt_num
+    env.filters["when"] = fmt_time
+    env.filters["secs"] = fmt_secs
+    return env
+
+
+def fmt_num(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "—"
+    if float(x).is_integer() and abs(x) < 1e12:
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_time(ts: float | None) -> str:
+    if ts is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_secs(s: float | None) -> str:
+    if s is None:
+        return "—"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(round(s), 60)
+    return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def render_html(results: Results) -> str:
+    charts = {}
+    for run in results.runs:
+        loss = loss_chart(run)
+        step = step_time_chart(run)
+        # the SVG comes from matplotlib, not from log text: safe to embed as markup
+        charts[run.key] = {
+            "loss": Markup(loss) if loss else None,
+            "step": Markup(step) if step else None,
+        }
+    counts = {s: 0 for s in ("PASS", "FAIL", "RECORD", "N/A")}
+    for run in results.runs:
+        for v in run.verdicts:
+            counts[v.status] += 1
+    # the slowest node's last logged step is the run's progress
+    last_step = {
+        run.key: min((n.last_step for n in run.nodes if n.last_step is not None), default=None)
+        for run in results.runs
+    }
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            r=results,
+            charts=charts,
+            counts=counts,
+            passed=results.passed,
+            failures=results.failures,
+            last_step=last_step,
+        )
+    )

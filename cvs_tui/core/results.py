@@ -1,0 +1,283 @@
+"""The results model: everything a report needs, versioned and written atomically.
+
+The schema is documented in docs/results-schema.md; bump ``SCHEMA_VERSION`` on any incompatible change.
+Non-finite numbers never reach JSON as NaN: a non-finite loss is stored as ``null`` with its text in
+``loss_text`` (``"nan"``, ``"inf"``), and metrics carry ``absent`` + ``reason``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cvs_tui.core.errors import UserError
+
+SCHEMA_VERSION = 1
+
+
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _umask_mode()
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StepPoint(_Model):
+    step: int
+    kind: str = "train"
+    loss: float | None
+    loss_text: str | None = None  # set only when the logged loss is NaN/Inf
+    seconds: float | None = None
+    tokens_per_sec: float | None = None  # per device, as logged
+    tflops_per_sec: float | None = None  # per device, as logged
+    line: int
+
+
+class EvalPoint(_Model):
+    step: int
+    loss: float | None
+    dialect: str
+    line: int
+
+
+class CheckpointRecord(_Model):
+    action: str
+    step: int | None = None
+    seconds: float | None = None
+    line: int
+
+
+class ErrorRecord(_Model):
+    node: int
+    line: int
+    name: str
+    severity: str  # fatal | warning
+    origin: str
+    text: str
+    context: list[str] = Field(default_factory=list)  # log lines around ``line``
+    context_first_line: int | None = None
+
+
+class ExcludedStep(_Model):
+    step: int
+    reason: str
+
+
+class WindowRecord(_Model):
+    status: Literal["ok", "inconclusive"]
+    reason: str = ""
+    steps: list[int] = Field(default_factory=list)
+    excluded: list[ExcludedStep] = Field(default_factory=list)
+    min_clean_steps: int
+    warmup_steps: int
+
+
+class NodeRecord(_Model):
+    rank: int
+    host: str = ""
+    log_path: str | None = None
+    lines: int = 0
+    exit_code: int | None = None
+    steps_logged: int = 0
+    last_step: int | None = None
+    window_steps: int = 0
+    step_time_p50_ms: float | None = None
+    step_time_mean_ms: float | None = None
+    tokens_per_sec_per_device: float | None = None
+    tflops_per_sec_per_device: float | None = None
+    lag_pct: float | None = None
+    straggler: bool = False
+    fatal_errors: int = 0
+    warnings: int = 0
+    steps: list[StepPoint] = Field(default_factory=list)
+    evals: list[EvalPoint] = Field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = Field(default_factory=list)
+    window: WindowRecord | None = None
+
+
+class MetricRecord(_Model):
+    name: str
+    value: float | None
+    unit: str
+    text: str
+    absent: str | None = None  # feature_off | inconclusive | not_produced | non_finite
+    reason: str = ""
+
+
+class VerdictRecord(_Model):
+    metric: str
+    status: Literal["PASS", "FAIL", "RECORD", "N/A"]
+    expected: str
+    actual: float | None
+    actual_text: str
+    unit: str
+    message: str = ""
+    gated: bool = False
+
+
+class Environment(_Model):
+    jax: str | None = None
+    jaxlib: str | None = None
+    backend: str | None = None
+    num_devices: int | None = None
+    mesh_shape: list[int] | None = None
+    devices_per_node: int | None = None
+    parameters_billions: float | None = None
+    tflops_per_step: float | None = None
+    memory_estimate_gb: float | None = None
+    step_logger_source: str | None = None  # `file.py:NNN` of the step logger: the MaxText vintage
+
+
+class LossCurveRecord(_Model):
+    points: list[tuple[int, float]] = Field(default_factory=list)
+    slope: float | None = None
+    max_slope: float
+    enforce: bool
+
+
+class RunRecord(_Model):
+    key: str
+    slug: str
+    kind: str  # smoke | sweep | ckpt_phase1 | ckpt_phase2 | ckpt_reference
+    total_steps: int
+    outcome: str  # RunOutcome value
+    reason: str = ""
+    root_cause_node: int | None = None
+    status: Literal["PASS", "FAIL"]
+    started_at: float | None = None
+    ended_at: float | None = None
+    threshold_cell: str | None = None
+    nodes: list[NodeRecord] = Field(default_factory=list)
+    window: WindowRecord
+    metrics: list[MetricRecord] = Field(default_factory=list)
+    verdicts: list[VerdictRecord] = Field(default_factory=list)
+    errors: list[ErrorRecord] = Field(default_factory=list)
+    loss_curve: LossCurveRecord | None = None
+    environment: Environment = Field(default_factory=Environment)
+    notes: list[str] = Field(default_factory=list)
+
+    def metric(self, name: str) -> MetricRecord | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+class StageRecord(_Model):
+    name: str
+    state: str  # StageState value
+    detail: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
+
+
+class Results(_Model):
+    schema_version: int = SCHEMA_VERSION
+    tool: str = "cvs-tui"
+    tool_version: str
+    created_at: float
+    source: Literal["live", "analyze"]
+    config_path: str
+    config_name: str
+    mode: str
+    model_label: str = ""
+    gpu_name: str = ""
+    gpus_per_node: int | None = None
+    enforce_thresholds: bool = False
+    threshold_path: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+    stages: list[StageRecord] = Field(default_factory=list)
+    runs: list[RunRecord] = Field(default_factory=list)
+    metric_definitions: dict[str, str] = Field(default_factory=dict)
+    window_definition: str = ""
+
+    @property
+    def passed(self) -> bool:
+        if any(s.state == "failed" for s in self.stages):
+            return False
+        return bool(self.runs or self.stages) and all(r.status == "PASS" for r in self.runs)
+
+    @property
+    def failures(self) -> list[str]:
+        # a stage that only wraps one run (run:<key>, analyze:<key>) is reported through that run
+        wrapped = {f"{p}:{r.key}" for r in self.runs for p in ("run", "analyze")}
+        out = [
+            f"stage {s.name}: {s.detail or 'failed'}"
+            for s in self.stages
+            if s.state == "failed" and s.name not in wrapped
+        ]
+        for r in self.runs:
+            if r.outcome != "complete":
+                out.append(f"run {r.key}: {r.outcome}: {r.reason}")
+            out += [f"run {r.key}: {v.message}" for v in r.verdicts if v.status == "FAIL"]
+        if not self.runs and not self.stages:
+            out.append("nothing was run")
+        return out
+
+
+def write_results(results: Results, path: str | os.PathLike[str]) -> Path:
+    """Write ``results`` as JSON atomically (temp file in the same folder + os.replace)."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    text = results.model_dump_json(indent=2)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; results are meant to be shared like any file
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def load_results(path: str | os.PathLike[str]) -> Results:
+    """Read a results.json; any problem is a UserError naming the file and the fix."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(
+            f"{p}: no such results file; pass the results.json a run or `analyze` wrote"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{p}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"{p}: not JSON (line {exc.lineno}: {exc.msg}); pass a cvs-tui results.json"
+        ) from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise UserError(f"{p}: not a cvs-tui results file (no schema_version)")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise UserError(
+            f"{p}: schema_version {data['schema_version']!r} is not supported (this cvs-tui reads "
+            f"{SCHEMA_VERSION}); re-run `cvs-tui analyze` on the logs"
+        )
+    try:
+        return Results.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise UserError(f"{p}: invalid results file at {where}: {first['msg']}") from None
+
+
+# The name other modules use for one judged run.
+RunResult = RunRecord

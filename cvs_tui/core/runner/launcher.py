@@ -1,0 +1,182 @@
+"""The per-node launcher script: environment, train-script choice, process group and exit status.
+
+The script is generated here and written to the node as a file; the node runs it detached (its own
+session), so it survives the SSH channel that started it. What it guarantees:
+
+* every environment value is exported through ``shlex.quote``, so quotes, ``$()``, ``;`` and newlines
+  reach the trainer unchanged and are never executed;
+* the Hugging Face token is read from a file on the node into ``HF_TOKEN`` (never written into the
+  script, never echoed; ``set +x``);
+* the first existing ``train_script_paths`` entry runs: a file path runs as ``python PATH``, a
+  ``module:pkg.mod`` entry (probed with importlib) runs as ``python -m pkg.mod``;
+* the trainer runs in its own process group (``setsid``) with stdout and stderr merged and appended to
+  the node log; its pgid goes to ``<log>.pid`` so teardown can stop the whole group;
+* the trainer's real exit status (128+N after signal N) goes to ``<log>.exit`` and, as the log's last
+  line, ``EXIT_CODE=<n>``: a crash that prints no known error line is still seen as a failure.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cvs_tui.core.errors import UserError
+
+MODULE_PREFIX = "module:"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_EXIT_LINE = re.compile(rb"(?:^|\n)EXIT_CODE=(-?\d+)\n?$")
+_PROBE = "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)"
+
+# Exit statuses the launcher itself uses before a trainer exists.
+RC_SETUP_FAILED = 2
+RC_NO_TRAIN_SCRIPT = 127
+
+
+def exit_file(log_path: str) -> str:
+    return f"{log_path}.exit"
+
+
+def pid_file(log_path: str) -> str:
+    return f"{log_path}.pid"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything one node's launcher needs. Paths are paths on the node (inside the container)."""
+
+    log_path: str
+    config_path: str  # the MaxText YAML
+    train_script_paths: Sequence[str]
+    python: str = "python3"
+    env: Mapping[str, str] = field(default_factory=dict)
+    extra_args: Sequence[str] = ()  # key=value overrides after the YAML
+    workdir: str | None = None
+    hf_token_file: str | None = None
+    label: str = ""  # e.g. "run SMOKE node 0", a comment in the script
+
+
+def _q(v: str) -> str:
+    return shlex.quote(str(v))
+
+
+def build_launcher(spec: LaunchSpec) -> str:
+    """The launcher script text (bash; also valid for busybox ash). Raises UserError on bad names."""
+    problems = [
+        f"env: {k!r} is not a valid environment variable name" for k in spec.env if not _ENV_NAME.match(k)
+    ]
+    if not spec.train_script_paths:
+        problems.append("train_params.train_script_paths: empty; list at least one train script")
+    for entry in spec.train_script_paths:
+        if entry.startswith(MODULE_PREFIX) and not _MODULE.match(entry[len(MODULE_PREFIX) :]):
+            problems.append(f"train_params.train_script_paths: {entry!r} is not module:package.module")
+    if problems:
+        raise UserError(problems)
+
+    log = _q(spec.log_path)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# cvs-tui launcher{': ' + spec.label.replace(chr(10), ' ') if spec.label else ''}",
+        "set +x",
+        "set -o pipefail",
+        f"LOG={log}",
+        f"EXIT_FILE={_q(exit_file(spec.log_path))}",
+        f"PID_FILE={_q(pid_file(spec.log_path))}",
+        'rm -f -- "$EXIT_FILE" "$PID_FILE"',
+        'mkdir -p -- "$(dirname -- "$LOG")" || exit 2',
+        "finish() {",
+        '  printf \'%s\\n\' "$1" > "$EXIT_FILE.tmp" && mv -f -- "$EXIT_FILE.tmp" "$EXIT_FILE"',
+        '  printf \'EXIT_CODE=%s\\n\' "$1" >> "$LOG"',
+        '  exit "$1"',
+        "}",
+        "fail() {",
+        '  printf \'cvs-tui launcher: %s\\n\' "$1" >> "$LOG"',
+        '  finish "$2"',
+        "}",
+    ]
+    for k, v in spec.env.items():
+        lines.append(f"export {k}={_q(v)}")
+    if spec.hf_token_file:
+        tok = _q(spec.hf_token_file)
+        msg = _q(f"HF token file {spec.hf_token_file} is not readable on this node")
+        lines += [
+            f"[ -r {tok} ] || fail {msg} {RC_SETUP_FAILED}",
+            f"HF_TOKEN=$(cat -- {tok}) || fail {msg} {RC_SETUP_FAILED}",
+            "export HF_TOKEN",
+        ]
+    if spec.workdir:
+        lines.append(
+            f"cd -- {_q(spec.workdir)} || fail {_q('cannot cd to ' + spec.workdir)} {RC_SETUP_FAILED}"
+        )
+    lines.append(f"PY={_q(spec.python)}")
+    tail_args = " ".join(_q(a) for a in [spec.config_path, *spec.extra_args])
+    branches = []
+    for entry in spec.train_script_paths:
+        if entry.startswith(MODULE_PREFIX):
+            mod = entry[len(MODULE_PREFIX) :]
+            cond = f'"$PY" -c {_q(_PROBE)} {_q(mod)} >/dev/null 2>&1'
+            run = f'set -- "$PY" -m {_q(mod)} {tail_args}'
+        else:
+            cond = f"[ -f {_q(entry)} ]"
+            run = f'set -- "$PY" {_q(entry)} {tail_args}'
+        branches.append((cond, run))
+    listed = ", ".join(spec.train_script_paths)
+    for i, (cond, run) in enumerate(branches):
+        lines.append(f"{'if' if i == 0 else 'elif'} {cond}; then {run}")
+    lines.append(
+        f"else fail {_q('none of train_script_paths exist on this node: ' + listed)} {RC_NO_TRAIN_SCRIPT}"
+    )
+    lines.append("fi")
+    lines += [
+        # Own process group (pgid = pid): teardown stops the trainer and everything it started at once.
+        'setsid "$@" >> "$LOG" 2>&1 < /dev/null &',
+        "TRAINER=$!",
+        'printf \'%s\\n\' "$TRAINER" > "$PID_FILE"',
+        'wait "$TRAINER"',
+        'finish "$?"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def launch_command(script_path: str) -> str:
+    """The command that runs a launcher script with bash (or ``sh`` where an image has no bash)."""
+    s = _q(script_path)
+    return f"if command -v bash >/dev/null 2>&1; then exec bash {s}; else exec sh {s}; fi"
+
+
+def kill_group_command(log_path: str, grace_s: float = 10.0) -> str:
+    """Stop the trainer's process group: TERM, wait up to ``grace_s``, then KILL. Exits 0 in all cases.
+
+    Run where the launcher ran (inside the container: its pid namespace). Waits briefly for the pid
+    file when the launcher has only just started.
+    """
+    steps = max(1, int(grace_s / 0.2))
+    pf = _q(pid_file(log_path))
+    ef = _q(exit_file(log_path))
+    return (
+        f"i=0; while [ ! -s {pf} ] && [ ! -e {ef} ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done; "
+        f'pg=$(cat -- {pf} 2>/dev/null); [ -n "$pg" ] || exit 0; '
+        f'kill -TERM -- "-$pg" 2>/dev/null || exit 0; '
+        f'i=0; while [ $i -lt {steps} ]; do kill -0 -- "-$pg" 2>/dev/null || exit 0; sleep 0.2; i=$((i+1)); done; '
+        f'kill -KILL -- "-$pg" 2>/dev/null; exit 0'
+    )
+
+
+def read_exit_command(log_path: str) -> str:
+    """Prints the recorded exit status, or nothing while the trainer runs."""
+    return f"cat -- {_q(exit_file(log_path))} 2>/dev/null || true"
+
+
+def parse_exit_status(text: str) -> int | None:
+    """The exit status from ``<log>.exit`` contents; None when absent or malformed."""
+    s = text.strip()
+    return int(s) if re.fullmatch(r"-?\d+", s) else None
+
+
+def exit_code_from_log_tail(data: bytes) -> int | None:
+    """``EXIT_CODE=<n>`` when it is the last line of ``data`` (the end of a node log), else None."""
+    m = _EXIT_LINE.search(data)
+    return int(m.group(1)) if m else None

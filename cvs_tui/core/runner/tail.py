@@ -1,0 +1,162 @@
+"""One streaming reader per node log: follow a file from a byte offset, across disconnects.
+
+:class:`LogTailer` yields raw byte chunks (lines may be split between chunks; the parser copes). Its
+``offset`` counts exactly the bytes handed out, so after a dropped connection it resumes at that offset
+on a new connection: nothing is lost, nothing is repeated. Two modes:
+
+* ``follow`` (default): ``tail -c +N -F`` on the node, so a new line arrives as soon as it is written;
+* ``poll``: a read from the offset every ``poll_interval`` seconds (for nodes without GNU tail).
+
+Either way, reaching the offset costs a seek, not a read of the whole file: a poll on a 1 GB log costs
+what it costs on a 1 kB one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from cvs_tui.core.runner.transport import (
+    Backoff,
+    CommandError,
+    ConnectError,
+    ConnectionLostError,
+    NodeProcess,
+    Transport,
+)
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["follow", "poll"]
+
+
+def follow_command(path: str, offset: int) -> str:
+    """``tail`` from byte ``offset`` (0-based), following the name (the file may appear later)."""
+    return f"exec tail -c +{offset + 1} -F -- {shlex.quote(path)} 2>/dev/null"
+
+
+class LogTailer:
+    """Follows one file on one node from ``offset``; reconnects with backoff after a drop."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        *,
+        offset: int = 0,
+        mode: Mode = "follow",
+        poll_interval: float = 0.5,
+        chunk_size: int = 1 << 20,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.offset = offset
+        self.mode: Mode = mode
+        self.poll_interval = poll_interval
+        self.chunk_size = chunk_size
+        self.backoff = backoff or Backoff(attempts=8, initial=0.2, factor=2.0, maximum=5.0)
+        self.reconnects = 0  # how many times the stream was re-opened after a drop
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """End :meth:`chunks` at the next opportunity (the data already yielded stays counted)."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Byte chunks as they are appended, until :meth:`stop`. Raises ConnectError when the node stays gone."""
+        failures = 0
+        delays = self.backoff.delays()
+        while not self._stop.is_set():
+            try:
+                gen = self._follow() if self.mode == "follow" else self._poll()
+                async for data in gen:
+                    failures = 0
+                    self.offset += len(data)
+                    yield data
+                if self._stop.is_set():
+                    return
+            except (ConnectionLostError, CommandError) as exc:
+                # CommandError: tail itself stopped (e.g. the node's shell was killed); resume the same way.
+                if failures >= len(delays):
+                    raise ConnectError(
+                        f"{self.transport.name}: gave up following {self.path}: {exc}"
+                    ) from exc
+                delay = delays[failures]
+                failures += 1
+                log.info(
+                    "%s: %s; resuming %s at byte %d in %.1fs",
+                    self.transport.name,
+                    exc,
+                    self.path,
+                    self.offset,
+                    delay,
+                )
+                if await self._sleep_or_stop(delay):
+                    return
+                try:
+                    await self.transport.reconnect()
+                except ConnectError:
+                    if failures >= len(delays):
+                        raise
+                    continue
+                self.reconnects += 1
+
+    async def _sleep_or_stop(self, delay: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), delay)
+        return self._stop.is_set()
+
+    async def _follow(self) -> AsyncIterator[bytes]:
+        proc: NodeProcess = await self.transport.start_process(follow_command(self.path, self.offset))
+        stop_task = asyncio.ensure_future(self._stop.wait())
+        try:
+            while True:
+                read_task = asyncio.ensure_future(proc.read(self.chunk_size))
+                done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+                if read_task not in done:
+                    read_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await read_task
+                    return
+                data = read_task.result()
+                if not data:
+                    raise CommandError(f"{self.transport.name}: tail of {self.path} ended", -1)
+                yield data
+        finally:
+            stop_task.cancel()
+            await proc.close()
+
+    async def _poll(self) -> AsyncIterator[bytes]:
+        while not self._stop.is_set():
+            try:
+                data = await self.transport.read_file(self.path, self.offset, self.chunk_size)
+            except FileNotFoundError:
+                data = b""
+            if data:
+                yield data
+                continue
+            if await self._sleep_or_stop(self.poll_interval):
+                return
+
+    async def read_rest(self) -> bytes:
+        """Everything after ``offset`` now (the final drain after the trainer exited); advances ``offset``."""
+        parts = []
+        while True:
+            try:
+                data = await self.transport.read_file(self.path, self.offset, self.chunk_size)
+            except FileNotFoundError:
+                break
+            if not data:
+                break
+            self.offset += len(data)
+            parts.append(data)
+        return b"".join(parts)

@@ -1,0 +1,272 @@
+"""The Textual monitor over the core's event stream (a live run, a finished one, or an attached one).
+
+One task reads the source and folds every event into the view model; a refresh tick (10 per second, and
+only when something changed) brings the visible screen up to date, so log lines are written in batches
+and a 64-node run stays responsive. Nothing here parses logs or computes verdicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
+from textual.scrollbar import ScrollBarRender
+
+from cvs_tui.core.events import RunEvent
+from cvs_tui.tui.feed import EventFeed, as_feed
+from cvs_tui.tui.screens.dashboard import DashboardScreen
+from cvs_tui.tui.screens.errors import ErrorsScreen
+from cvs_tui.tui.screens.help import HelpScreen
+from cvs_tui.tui.screens.node_log import NodeLogScreen
+from cvs_tui.tui.screens.quit_dialog import QuitChoice, QuitDialog
+from cvs_tui.tui.screens.verdicts import VerdictsScreen
+from cvs_tui.tui.viewmodel import SuiteView
+from cvs_tui.tui.widgets.log_pane import LogPane
+from cvs_tui.tui.widgets.node_table import NodeTable
+
+REFRESH_SECONDS = 0.1
+QuitCallback = Callable[[QuitChoice], Awaitable[None] | None]
+
+
+def run_slug(key: str) -> str:
+    """The run folder's directory name for a run key (as the run folder layout defines it)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_")
+
+
+class CvsCommands(Provider):
+    """Palette entries: screens, log actions, and one "go to node" per node of the viewed run."""
+
+    def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
+        app = self.app
+        assert isinstance(app, CvsApp)
+        cmds: list[tuple[str, Callable[[], Any], str]] = [
+            ("Dashboard", app.action_dashboard, "Per-node table and log"),
+            ("Errors", app.action_errors, "Every error hit, fatal first"),
+            ("Verdicts", app.action_verdicts, "Metric tables, loss curve, PASS/FAIL"),
+            ("Toggle follow", partial(app.dashboard_action, "toggle_follow"), "Follow the log's end"),
+            ("Toggle all nodes", partial(app.dashboard_action, "toggle_merged"), "Merged view"),
+            ("Filter log", partial(app.dashboard_action, "filter"), "Show only matching lines"),
+            ("Export log view", partial(app.dashboard_action, "export"), "Write the log pane to a file"),
+            ("Help", app.action_help, "Keys"),
+        ]
+        rv = app.view.current_run
+        key = app.dashboard.run_key() if app.dashboard.is_mounted else (rv.key if rv else None)
+        if key is not None and key in app.view.runs:
+            for rank in sorted(app.view.runs[key].nodes):
+                cmds.append((f"Go to node {rank}", partial(app.select_node, rank), f"Run {key}"))
+        return cmds
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands()[:8]:
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+
+
+class CvsApp(App[QuitChoice]):
+    CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {CvsCommands}
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q,ctrl+q", "request_quit", "Quit", priority=False),
+        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("e", "errors", "Errors"),
+        Binding("v", "verdicts", "Verdicts"),
+        Binding("d", "dashboard", "Dashboard", show=False),
+    ]
+
+    def __init__(
+        self,
+        source: AsyncIterator[RunEvent],
+        *,
+        title: str = "cvs-tui",
+        info: Mapping[str, str] | None = None,
+        ascii_only: bool = False,
+        live: bool = False,
+        run_dir: Path | None = None,
+        export_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        refresh_seconds: float = REFRESH_SECONDS,
+    ) -> None:
+        super().__init__()
+        self.feed: EventFeed = as_feed(source)
+        self.run_title = title
+        self.info: dict[str, str] = dict(info or {})
+        self.ascii_only = ascii_only
+        self.live = live  # leaving asks whether to stop the run or detach
+        self.run_dir = run_dir
+        self.export_dir = export_dir or (run_dir / "exports" if run_dir is not None else Path.cwd())
+        self.clock = clock
+        self.refresh_seconds = refresh_seconds
+        self.view = SuiteView()
+        self.source_done = False
+        self.source_error: str | None = None
+        self.dashboard = DashboardScreen()
+        self._shown_version = -1
+        self._shown_second = -1
+        self.title = title
+        if ascii_only:
+            # Scrollbar ends are drawn with eighth-blocks; plain spaces keep ASCII terminals clean.
+            ScrollBarRender.VERTICAL_BARS = [" "] * 8
+            ScrollBarRender.HORIZONTAL_BARS = [" "] * 8
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.ascii_only:
+            self.add_class("-ascii")
+        self.push_screen(self.dashboard)
+        self.run_worker(self._consume(), name="events", group="source", exit_on_error=False)
+        self.set_interval(self.refresh_seconds, self._tick)
+
+    async def _consume(self) -> None:
+        """Fold every event into the view model; widgets are updated on the tick, not here."""
+        n = 0
+        try:
+            async for ev in self.feed:
+                self.view.apply(ev)
+                n += 1
+                if n % 256 == 0:
+                    await asyncio.sleep(0)  # a burst (e.g. a finished run) must not starve the UI
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken source is shown, not a crash
+            self.source_error = f"{type(exc).__name__}: {exc}"
+            self.notify(f"event source failed: {self.source_error}", severity="error", timeout=30)
+        self.source_done = True
+        self._tick()
+
+    def _tick(self) -> None:
+        """Redraw the visible screen when the view model moved (or once a second for the clock)."""
+        second = int(self.clock()) if not self.view.finished else -2
+        if self.view.version == self._shown_version and second == self._shown_second:
+            return
+        self._shown_version = self.view.version
+        self._shown_second = second
+        screen = self.screen
+        refresh = getattr(screen, "refresh_view", None)
+        if refresh is not None:
+            refresh()
+        if screen is not self.dashboard and self.dashboard.is_mounted:
+            # Keep the dashboard's log pane drained so returning to it does not write a huge batch.
+            self.dashboard.refresh_view()
+
+    def refresh_now(self) -> None:
+        """Apply pending view-model changes to the screen immediately (tests and screenshots)."""
+        self._shown_version = -1
+        self._tick()
+
+    # -- navigation ----------------------------------------------------------------------------------
+    def _show(self, screen_type: type[Screen[Any]]) -> None:
+        if isinstance(self.screen, screen_type):
+            return
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        if screen_type is DashboardScreen:
+            if self.screen is not self.dashboard:
+                self.pop_screen()
+            return
+        if self.screen is not self.dashboard:
+            self.pop_screen()
+        self.push_screen(screen_type())
+
+    def action_dashboard(self) -> None:
+        self._show(DashboardScreen)
+
+    def action_errors(self) -> None:
+        self._show(ErrorsScreen)
+
+    def action_verdicts(self) -> None:
+        self._show(VerdictsScreen)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def dashboard_action(self, name: str) -> None:
+        self._show(DashboardScreen)
+        self.call_later(getattr(self.dashboard, f"action_{name}"))
+
+    def select_node(self, rank: int) -> None:
+        self._show(DashboardScreen)
+        table = self.dashboard.query_one(NodeTable)
+        table.select_rank(rank)
+
+    def open_node_log(self, run: str, node: int | None, *, goto_line: int | None = None) -> None:
+        self.push_screen(NodeLogScreen(run, node, goto_line=goto_line))
+
+    def node_log_path(self, run: str, node: int) -> Path | None:
+        if self.run_dir is None:
+            return None
+        return self.run_dir / "logs" / run_slug(run) / f"node{node}.log"
+
+    def export_pane(self, pane: LogPane) -> None:
+        try:
+            path = pane.export(self.export_dir)
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error")
+            return
+        self.notify(f"saved {len(pane.log_widget.lines)} lines to {path}", timeout=8)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Errors", "Every error hit, fatal first", self.action_errors)
+        yield SystemCommand("Verdicts", "Metric tables and PASS/FAIL", self.action_verdicts)
+
+    # -- leaving -------------------------------------------------------------------------------------
+    def action_request_quit(self) -> None:
+        if isinstance(self.screen, QuitDialog):
+            return
+        if not self.live or self.view.finished or self.source_done:
+            self.exit("done")
+            return
+
+        def chosen(choice: QuitChoice | None) -> None:
+            if choice is not None:
+                self.exit(choice)
+
+        self.push_screen(QuitDialog(), chosen)
+
+
+async def run_tui(
+    source: AsyncIterator[RunEvent],
+    *,
+    title: str,
+    mouse: bool = True,
+    ascii: bool = False,
+    on_quit: QuitCallback | None = None,
+    info: Mapping[str, str] | None = None,
+    run_dir: Path | None = None,
+) -> QuitChoice:
+    """Show ``source`` until the user leaves. Returns "done", "stop" or "detach".
+
+    With ``on_quit`` the run is live: leaving before the suite ends asks whether to stop it or detach, and
+    ``on_quit(choice)`` is awaited once the terminal is restored. After "detach" the caller keeps reading
+    the same source (pass an :class:`EventFeed` to hand the rest to :func:`run_console`).
+    """
+    app = CvsApp(source, title=title, info=info, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir)
+    choice = await app.run_async(mouse=mouse)
+    if app.return_code not in (0, None) and choice is None:
+        print("cvs-tui: the terminal UI stopped unexpectedly", file=sys.stderr)
+    result: QuitChoice = choice or "done"
+    if on_quit is not None and result in ("stop", "detach"):
+        maybe = on_quit(result)
+        if inspect.isawaitable(maybe):
+            await maybe
+    return result

@@ -1,0 +1,75 @@
+"""`cvs-tui analyze CONFIG --logs PATH... [--out DIR] [--run KEY]`: judge a run from its logs on disk.
+
+PATH is one log per node (in rank order), a folder of node logs (`node<rank>.log` by rank, else every
+`*.log` by name), or a cvs-tui run folder (every `logs/<run slug>/` in it). Writes results.json,
+report.html, junit.xml and summary.md into DIR, exactly as a live run does.
+Exit 0 when nothing failed, 1 when anything failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from cvs_tui.core.analysis import analyze_paths
+from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.report import write_reports
+from cvs_tui.core.results import Results, write_results
+
+DEFAULT_OUT_ROOT = Path("runs")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "analyze",
+        help="judge a finished (or crashed) run from its node logs: metrics, verdicts, reports",
+        description="Parse every node's MaxText log, compute the metrics over the steady-state window, "
+        "judge them against the config's threshold file and write results.json, report.html, junit.xml "
+        "and summary.md. Nothing is launched.",
+        epilog="Exit codes: 0 nothing failed, 1 something failed, 2 bad input.",
+    )
+    p.add_argument("config", metavar="CONFIG", help="the CVS jaxmaxtext config the run used (JSON)")
+    p.add_argument(
+        "--logs",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="one log per node in rank order, a folder of node logs, or a cvs-tui run folder",
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/)")
+    p.add_argument(
+        "--run",
+        metavar="KEY",
+        help="the run the logs belong to: a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF "
+        "(needed when the config selects several runs and the logs are not a run folder)",
+    )
+    p.set_defaults(handler=run)
+
+
+def print_summary(results: Results, paths: dict[str, Path]) -> None:
+    for r in results.runs:
+        fails = [v for v in r.verdicts if v.status == "FAIL"]
+        line = f"{r.status:4}  {r.key}  ({r.kind}, {r.outcome}"
+        line += f", {len(fails)} failed metric(s))" if fails else ")"
+        print(line)
+        if r.outcome != "complete":
+            print(f"      {r.reason}")
+        for v in fails:
+            print(f"      {v.message}")
+    print(f"{'PASS' if results.passed else 'FAIL'}  overall")
+    for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]:
+        print(f"  {kind:8} {p}")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_config(args.config)
+    out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("analyze-%Y%m%d-%H%M%S")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out: {out} exists and is not a folder; pick another path")
+    results = analyze_paths(loaded, args.logs, args.run)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
+    print_summary(results, paths)
+    return 0 if results.passed else 1

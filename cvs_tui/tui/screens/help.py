@@ -1,0 +1,53 @@
+"""The keys, on one screen."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("up/down, j/k", "select a node (dashboard) / scroll (logs)"),
+    ("enter, l", "open the selected node's log full screen"),
+    ("f", "toggle follow; scrolling up pauses it, a counter shows new lines"),
+    ("End, G", "resume follow"),
+    ("a", "all nodes merged, each line prefixed with its node"),
+    ("/", "filter the log (text, or !text to hide); Esc clears"),
+    ("[ / ]", "previous / next run"),
+    ("e", "errors: every hit, fatal first; Enter jumps to the line"),
+    ("v", "verdicts: metric tables, loss curve, PASS/FAIL"),
+    ("d", "back to the dashboard"),
+    ("ctrl+s, x", "export the current log view to a file"),
+    ("ctrl+p", "command palette"),
+    ("?, F1", "this help"),
+    ("q, ctrl+q", "quit (during a live run: stop the run, or detach and let it go on)"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90; height: auto; max-height: 90%; border: round $accent;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        table = Table(show_header=False, box=None, expand=True)
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with VerticalScroll() as scroll:
+            scroll.border_title = "Keys"
+            yield Static(table)
+            yield Static("Keys avoid ctrl+enter and alt combinations so they work in tmux and over SSH.")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

@@ -1,0 +1,104 @@
+"""One node's log on the whole screen: follow, filter, export, or a window around a given line."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from cvs_tui.tui.viewmodel import SuiteView
+from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
+
+CONTEXT_LINES = 200  # lines either side of a jump target read back from the log file
+
+
+class NodeLogScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "back", "Back"),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("G", "resume_follow", "Resume follow", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("ctrl+s,x", "export", "Export"),
+    ]
+
+    def __init__(self, run: str, node: int | None, *, goto_line: int | None = None) -> None:
+        super().__init__()
+        self.source = LogSource(run, node)
+        self.goto_line = goto_line
+        self._last_version = -1
+
+    def compose(self) -> ComposeResult:
+        yield LogPane(numbered=True, id="pane")
+        yield Footer()
+
+    @property
+    def view(self) -> SuiteView:
+        return self.app.view  # type: ignore[attr-defined,no-any-return]
+
+    def on_mount(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.show_source(self.source, self.view)
+        if self.goto_line is not None and self.source.node is not None:
+            self._show_context(self.goto_line)
+        pane.log_widget.focus()
+
+    def _show_context(self, line: int) -> None:
+        """The target line with context: from the ring buffer when held, else from the log on disk."""
+        pane = self.query_one(LogPane)
+        node = self.source.node
+        assert node is not None
+        rv = self.view.runs.get(self.source.run)
+        nv = rv.nodes.get(node) if rv is not None else None
+        lo, hi = max(1, line - CONTEXT_LINES), line + CONTEXT_LINES
+        window: list[tuple[int, str]] = []
+        if nv is not None and nv.lines.get(line) is not None:
+            window = [(n, t) for n in range(lo, hi + 1) if (t := nv.lines.get(n)) is not None]
+            where = "ring buffer"
+        else:
+            path = self.app.node_log_path(self.source.run, node)  # type: ignore[attr-defined]
+            where = str(path) if path is not None else "no log file"
+            if path is not None and path.is_file():
+                with path.open("r", encoding="utf-8", errors="replace") as fh:
+                    for n, text in enumerate(fh, start=1):
+                        if n > hi:
+                            break
+                        if n >= lo:
+                            window.append((n, text.rstrip("\n")[:1000]))
+        if not window:
+            self.notify(f"line {line} is no longer held and {where} could not be read", severity="warning")
+            return
+        pane.show_window(window, line, f"line {line} of node {node} ({where})")
+
+    def refresh_view(self, *, force: bool = False) -> None:
+        view = self.view
+        if view.version == self._last_version and not force:
+            return
+        self._last_version = view.version
+        self.query_one(LogPane).pump(view)
+
+    @on(LogPane.FilterChanged)
+    def _filter_changed(self, _event: LogPane.FilterChanged) -> None:
+        self.query_one(LogPane).rebuild(self.view)
+
+    def action_back(self) -> None:
+        pane = self.query_one(LogPane)
+        if not pane.close_filter():
+            self.app.pop_screen()
+
+    def action_toggle_follow(self) -> None:
+        self.query_one(LogPane).toggle_follow(self.view)
+
+    def action_resume_follow(self) -> None:
+        pane = self.query_one(LogPane)
+        if not pane.follow:
+            pane.toggle_follow(self.view)
+
+    def action_filter(self) -> None:
+        self.query_one(LogPane).open_filter()
+
+    def action_export(self) -> None:
+        self.app.export_pane(self.query_one(LogPane))  # type: ignore[attr-defined]

@@ -1,0 +1,138 @@
+"""Per run: the metric table filling in as verdicts arrive, the loss curve, and the suite result."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from cvs_tui.core.events import StageState
+from cvs_tui.tui.format import OUTCOME_STYLE, VERDICT_STYLE, fmt_float
+from cvs_tui.tui.viewmodel import RunView, SuiteView
+from cvs_tui.tui.widgets.loss_plot import LossPlot
+
+CHECKPOINT_STAGE = "checkpoint_resume"
+
+
+def verdict_table(rv: RunView, *, ascii_only: bool) -> Table:
+    table = Table(expand=True, box=box.ASCII if ascii_only else box.SIMPLE_HEAD, pad_edge=False)
+    for name, justify in (("Metric", "left"), ("Expected", "right"), ("Actual", "right"), ("Unit", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("Status", justify="center")
+    table.add_column("Note", ratio=1, overflow="fold")
+    for v in rv.verdicts.values():
+        table.add_row(
+            v.metric,
+            v.expected,
+            fmt_float(v.actual, 4),
+            v.unit,
+            Text(v.status, style=VERDICT_STYLE.get(v.status, "")),
+            Text(v.message, style="dim"),
+        )
+    return table
+
+
+def banner(view: SuiteView, *, ascii_only: bool) -> Text:
+    end = view.suite_end
+    if end is None:
+        return Text(" RUNNING: verdicts fill in as runs end ", style="bold reverse cyan")
+    word = "PASS" if end.passed else "FAIL"
+    mark = ("+" if end.passed else "x") if ascii_only else ("✔" if end.passed else "✘")
+    return Text(f" {mark} SUITE {word} ", style=f"bold reverse {'green' if end.passed else 'red'}")
+
+
+class VerdictsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
+
+    DEFAULT_CSS = """
+    VerdictsScreen #banner { height: 1; content-align: center middle; text-align: center; }
+    VerdictsScreen .run-title { margin-top: 1; }
+    VerdictsScreen .run-plot { height: 12; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last_version = -1
+        self._runs: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="banner")
+        yield VerticalScroll(id="runs")
+        yield Static(id="footer-info")
+        yield Footer()
+
+    @property
+    def view(self) -> SuiteView:
+        return self.app.view  # type: ignore[attr-defined,no-any-return]
+
+    def on_mount(self) -> None:
+        self.query_one("#runs").focus()
+        self.refresh_view(force=True)
+
+    def refresh_view(self, *, force: bool = False) -> None:
+        view = self.view
+        if view.version == self._last_version and not force:
+            return
+        self._last_version = view.version
+        ascii_only: bool = self.app.ascii_only  # type: ignore[attr-defined]
+        self.query_one("#banner", Static).update(banner(view, ascii_only=ascii_only))
+        container = self.query_one("#runs", VerticalScroll)
+        for key in view.run_order:
+            if key not in self._runs:
+                self._runs.append(key)
+                container.mount(Static(classes="run-title", id=f"title-{len(self._runs)}"))
+                container.mount(Static(classes="run-table", id=f"table-{len(self._runs)}"))
+                container.mount(
+                    LossPlot(ascii_only=ascii_only, classes="run-plot", id=f"plot-{len(self._runs)}")
+                )
+        for i, key in enumerate(self._runs, start=1):
+            rv = view.runs[key]
+            title = Text()
+            title.append(f"Run {key}  ", style="bold")
+            if rv.outcome is None:
+                title.append("running", style="cyan")
+            else:
+                title.append(rv.outcome.value, style=OUTCOME_STYLE[rv.outcome])
+                if rv.reason:
+                    title.append(f"  {rv.reason}", style="dim")
+            root = view.root_cause(key)
+            if root is not None and rv.outcome is not None and rv.outcome.value != "complete":
+                title.append(f"  root cause: node {root}", style="bold red")
+            try:
+                self.query_one(f"#title-{i}", Static).update(title)
+                table = (
+                    verdict_table(rv, ascii_only=ascii_only)
+                    if rv.verdicts
+                    else Text("no verdicts yet", style="dim")
+                )
+                self.query_one(f"#table-{i}", Static).update(table)
+                self.query_one(f"#plot-{i}", LossPlot).show(rv.loss_curve)
+            except Exception:  # widgets mounted this tick are queryable on the next one
+                continue
+        self.query_one("#footer-info", Static).update(self._footer_text(view))
+
+    def _footer_text(self, view: SuiteView) -> Group:
+        parts: list[Text] = []
+        ck = view.stages.get(CHECKPOINT_STAGE)
+        if ck is not None:
+            style = {StageState.PASSED: "green", StageState.FAILED: "bold red"}.get(ck.state, "dim")
+            parts.append(
+                Text.assemble(("checkpoint resume: ", "bold"), (ck.state.value, style), f"  {ck.detail}")
+            )
+        end = view.suite_end
+        if end is not None:
+            for label, path in (("results", end.results_path), ("report", end.report_path)):
+                if path:
+                    parts.append(Text.assemble((f"{label}: ", "bold"), path))
+        return Group(*parts)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

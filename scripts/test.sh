@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh machine (as root: packages, dockerd, sshd test nodes, chromium) and runs
+# the whole test suite, the slow real-infrastructure and real-MaxText tests included.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export CVS_TEST_ROOT=${CVS_TEST_ROOT:-/tmp/cvs-ci}
+
+if [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium tmux >/dev/null
+  bash .ci/infra.sh up
+  trap 'bash .ci/infra.sh down' EXIT
+else
+  echo "not root: skipping system packages and test nodes (tests that need them are skipped)" >&2
+fi
+
+# shellcheck source=scripts/bootstrap.sh
+source scripts/bootstrap.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

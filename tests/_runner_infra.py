@@ -1,0 +1,121 @@
+"""Access to the real test infrastructure started by ``.ci/infra.sh up`` (dockerd + loopback sshd nodes).
+
+Reads ``$CVS_TEST_ROOT/env`` (default ``/tmp/cvs-ci/env``); tests that need it skip, naming the file,
+only when that file is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cvs_tui.core.runner.transport import SSHTransport
+
+ENV_FILE = Path(os.environ.get("CVS_TEST_ROOT", "/tmp/cvs-ci")) / "env"
+
+
+@dataclass(frozen=True)
+class Infra:
+    root: str
+    docker_host: str
+    image: str
+    user: str
+    key: str
+    known_hosts: str
+    wrong_known_hosts: str
+    port: int
+    nodes: list[str]
+    remote_docker_sock: str
+    scratch: str  # a folder on every node the test user can write (and root can read)
+
+
+def load_infra() -> Infra | None:
+    if not ENV_FILE.is_file():
+        return None
+    env: dict[str, str] = {}
+    for line in ENV_FILE.read_text().splitlines():
+        m = re.match(r"^export ([A-Z_]+)=(.*)$", line.strip())
+        if m:
+            env[m.group(1)] = " ".join(shlex.split(m.group(2)))
+    return Infra(
+        root=env["CVS_TEST_ROOT"],
+        docker_host=env["DOCKER_HOST"],
+        image=env["CVS_TEST_IMAGE"],
+        user=env["CVS_TEST_SSH_USER"],
+        key=env["CVS_TEST_SSH_KEY"],
+        known_hosts=env["CVS_TEST_SSH_KNOWN_HOSTS"],
+        wrong_known_hosts=env["CVS_TEST_SSH_WRONG_KNOWN_HOSTS"],
+        port=int(env["CVS_TEST_SSH_PORT"]),
+        nodes=env["CVS_TEST_NODES"].split(),
+        remote_docker_sock=env["CVS_TEST_REMOTE_DOCKER_SOCK"],
+        scratch=env["CVS_TEST_NODE_SCRATCH"],
+    )
+
+
+INFRA = load_infra()
+needs_infra = [
+    pytest.mark.slow,
+    pytest.mark.infra,
+    pytest.mark.skipif(INFRA is None, reason=f"test infrastructure not up: {ENV_FILE} is absent (run .ci/infra.sh up)"),
+]
+
+
+def infra() -> Infra:
+    assert INFRA is not None
+    return INFRA
+
+
+def ssh(host: str | None = None, **kw: object) -> SSHTransport:
+    i = infra()
+    opts: dict[str, object] = {"port": i.port, "user": i.user, "key_file": i.key, "known_hosts": i.known_hosts}
+    opts.update(kw)
+    return SSHTransport(host or i.nodes[0], **opts)  # type: ignore[arg-type]
+
+
+def scratch_dir(tag: str) -> str:
+    """A fresh folder path under the nodes' shared scratch (not created)."""
+    return f"{infra().scratch}/{tag}-{uuid.uuid4().hex[:8]}"
+
+
+def kill_ssh_connection(t: SSHTransport) -> list[int]:
+    """Drop ``t``'s connection from the server side: SIGKILL the sshd processes serving it (by pid)."""
+    sockname = t._conn.get_extra_info("sockname") if t._conn is not None else None
+    if not sockname:
+        return []
+    lport = sockname[1]
+    out = subprocess.run(
+        ["ss", "-Htnp", "state", "established", f"( sport = :{infra().port} and dport = :{lport} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    pids = sorted({int(p) for p in re.findall(r"pid=(\d+)", out)})  # none: it is already gone
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def live_pids_in_group(pgid: int) -> list[int]:
+    """Processes (not zombies) on this machine whose process group is ``pgid``."""
+    out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True).stdout
+    live = []
+    for line in out.splitlines():
+        pid, pg, stat = line.split()[:3]
+        if int(pg) == pgid and not stat.startswith("Z"):
+            live.append(int(pid))
+    return live
+
+
+def infra_only(fn):  # type: ignore[no-untyped-def]
+    """Mark one test as needing the real infrastructure (slow, infra, skipped when it is not up)."""
+    for mark in needs_infra:
+        fn = mark(fn)
+    return fn

@@ -1,0 +1,154 @@
+"""Following node logs: every byte exactly once, also when the SSH connection is killed mid-stream."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from _runner_infra import infra_only, kill_ssh_connection, scratch_dir, ssh
+
+from cvs_tui.core.runner.tail import LogTailer
+from cvs_tui.core.runner.transport import LocalTransport, Transport
+
+
+async def _write_lines(path: str, start: int, count: int, every: int = 20, pause: float = 0.005) -> None:
+    """Append numbered lines, flushing in small bursts (as a trainer would)."""
+    with open(path, "ab") as f:
+        for i in range(start, start + count):
+            f.write(f"line {i:06d} {'x' * (i % 50)}\n".encode())
+            if i % every == 0:
+                f.flush()
+                await asyncio.sleep(pause)
+        f.flush()
+
+
+async def _collect_until(tailer: LogTailer, expected_size: int, on_progress=None, timeout: float = 60) -> bytes:  # type: ignore[no-untyped-def]
+    got = bytearray()
+
+    async def run() -> None:
+        async for chunk in tailer.chunks():
+            got.extend(chunk)
+            if on_progress is not None:
+                await on_progress(len(got))
+            if len(got) >= expected_size:
+                tailer.stop()
+
+    await asyncio.wait_for(run(), timeout)
+    return bytes(got)
+
+
+def _expected(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def _check_sequence(data: bytes, first: int, last: int) -> None:
+    nums = [int(line.split()[1]) for line in data.decode().splitlines()]
+    assert nums == list(range(first, last + 1)), "lines lost, duplicated or reordered"
+
+
+@pytest.mark.parametrize("mode", ["follow", "poll"])
+async def test_local_follow_from_offset(tmp_path: Path, mode: str) -> None:
+    path = str(tmp_path / "node0.log")
+    await _write_lines(path, 0, 100)
+    offset = os.path.getsize(path)
+    tailer = LogTailer(LocalTransport(), path, offset=offset, mode=mode, poll_interval=0.05)  # type: ignore[arg-type]
+    writer = asyncio.create_task(_write_lines(path, 100, 2000))
+    total = None
+
+    async def progress(n: int) -> None:
+        nonlocal total
+        if writer.done() and total is None:
+            total = os.path.getsize(path) - offset
+
+    got = bytearray()
+    async with asyncio.timeout(60):
+        async for chunk in tailer.chunks():
+            got.extend(chunk)
+            await progress(len(got))
+            if writer.done() and len(got) >= os.path.getsize(path) - offset:
+                tailer.stop()
+    assert bytes(got) == _expected(path)[offset:]
+    _check_sequence(bytes(got), 100, 2099)
+    assert tailer.offset == os.path.getsize(path)
+
+
+async def test_file_that_appears_later(tmp_path: Path) -> None:
+    path = str(tmp_path / "later.log")
+    tailer = LogTailer(LocalTransport(), path)
+
+    async def create() -> None:
+        await asyncio.sleep(0.3)
+        await _write_lines(path, 0, 10)
+
+    task = asyncio.create_task(create())
+    got = await _collect_until(tailer, 10 * len("line 000000 \n") + sum(range(10)), timeout=20)
+    await task
+    _check_sequence(got, 0, 9)
+
+
+async def _tail_through_kills(t: Transport, path: str, mode: str, kills: int) -> LogTailer:
+    open(path, "wb").close()
+    tailer = LogTailer(t, path, mode=mode, poll_interval=0.05)  # type: ignore[arg-type]
+    kill_at = [(k + 1) * 20000 for k in range(kills)]
+
+    async def write() -> int:
+        # at least 3000 lines, and on until every planned kill has happened
+        n = 0
+        while n < 3000 or kill_at:
+            await _write_lines(path, n, 500)
+            n += 500
+        return n
+
+    writer = asyncio.create_task(write())
+    got = bytearray()
+    killed_gen = 0
+    async with asyncio.timeout(90):
+        async for chunk in tailer.chunks():
+            got.extend(chunk)
+            # kill each connection once, and only after the transport has opened a new one
+            if kill_at and len(got) >= kill_at[0] and t.generation > killed_gen:  # type: ignore[attr-defined]
+                if kill_ssh_connection(t):  # type: ignore[arg-type]
+                    kill_at.pop(0)
+                    killed_gen = t.generation  # type: ignore[attr-defined]
+            if writer.done() and len(got) >= os.path.getsize(path):
+                tailer.stop()
+    assert not kill_at, "the log ended before every planned kill"
+    assert bytes(got) == _expected(path)
+    _check_sequence(bytes(got), 0, writer.result() - 1)
+    return tailer
+
+
+@infra_only
+@pytest.mark.parametrize("mode", ["follow", "poll"])
+async def test_ssh_connection_killed_mid_stream(mode: str) -> None:
+    t = ssh()
+    d = scratch_dir("tail")
+    try:
+        await t.run(f"mkdir -p {d} && chmod 777 {d}")
+        tailer = await _tail_through_kills(t, f"{d}/node0.log", mode, kills=3)
+        # each kill forced a new connection (the tailer, or a read it made, re-opened it)
+        assert t.generation >= 4
+    finally:
+        await t.run(f"rm -rf {d}")
+        await t.close()
+
+
+@infra_only
+async def test_read_rest_drains_after_stop() -> None:
+    t = ssh()
+    d = scratch_dir("rest")
+    try:
+        await t.run(f"mkdir -p {d} && chmod 777 {d}")
+        path = f"{d}/node1.log"
+        await _write_lines(path, 0, 50)
+        tailer = LogTailer(t, path)
+        first = await _collect_until(tailer, 100, timeout=20)
+        await _write_lines(path, 50, 500)
+        rest = await tailer.read_rest()
+        assert first + rest == _expected(path)
+        assert await tailer.read_rest() == b""
+    finally:
+        await t.run(f"rm -rf {d}")
+        await t.close()

@@ -1,0 +1,113 @@
+"""The real `cvs-tui attach` binary in a real terminal (tmux): it follows a run folder being written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cvs_tui.core.events import (
+    NodeLogEvent,
+    RunEndEvent,
+    RunOutcome,
+    RunStartEvent,
+    StageEvent,
+    StageState,
+    StepEvent,
+    SuiteEndEvent,
+    event_to_dict,
+)
+
+BIN = Path(sys.executable).parent / "cvs-tui"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+]
+
+
+def _append(path: Path, *events: object) -> None:
+    with path.open("a") as fh:
+        for ev in events:
+            fh.write(json.dumps(event_to_dict(ev)) + "\n")
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.socket = f"cvs-tui-test-{uuid.uuid4().hex[:8]}"
+        self.session = "attach"
+
+    def run(self, *args: str) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False)
+        return out.stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", self.session)
+
+    def wait_for(self, text: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{screen}")
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(
+                ["tmux", "-L", self.socket, "has-session", "-t", self.session],
+                capture_output=True,
+                check=False,
+            ).returncode
+            == 0
+        )
+
+
+def test_attach_follows_a_run_folder_in_tmux(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    logs = tmp_path / "logs" / "DEMO"
+    logs.mkdir(parents=True)
+    _append(
+        events, StageEvent("preflight", StageState.PASSED), RunStartEvent("DEMO", 20, ("host-a", "host-b"))
+    )
+    (logs / "node0.log").write_text("booting node zero\n")
+    (logs / "node1.log").write_text("booting node one\n")
+    tmux = Tmux()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    cmd = f"{BIN} attach {tmp_path}; echo EXITED=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "160", "-y", "48", "-s", tmux.session, cmd],
+        check=True,
+        env={**env, "TERM": "xterm-256color"},
+    )
+    try:
+        tmux.wait_for("booting node zero")
+        screen = tmux.wait_for("host-b")
+        assert "preflight" in screen and "DEMO" in screen
+        # The other process goes on writing: new lines and steps show up.
+        with (logs / "node0.log").open("a") as fh:
+            fh.write("completed step: 3, loss: 4.250\n")
+        _append(events, NodeLogEvent("DEMO", 0, StepEvent(3, 4.25, 2, seconds=0.5)))
+        tmux.wait_for("completed step: 3")
+        tmux.wait_for("3/20")
+        tmux.run("send-keys", "-t", tmux.session, "a")  # merged view, node prefixes
+        tmux.wait_for("[n01] booting node one")
+        tmux.run("send-keys", "-t", tmux.session, "?")
+        tmux.wait_for("command palette")
+        tmux.run("send-keys", "-t", tmux.session, "Escape")
+        _append(
+            events, RunEndEvent("DEMO", RunOutcome.COMPLETE), SuiteEndEvent(True, report_path="r/report.html")
+        )
+        tmux.wait_for("suite PASSED")
+        tmux.run("send-keys", "-t", tmux.session, "q")  # a finished run: leaves at once
+        tmux.wait_for("EXITED=0")
+    finally:
+        tmux.run("kill-server")
