@@ -6,20 +6,25 @@ For each size (MB) a realistic log is generated into a temporary file (never hel
 dump preamble, then steps (mostly `completed step` lines, a few absl warnings between them), an orbax
 checkpoint block every 100 steps and an eval block every 250 steps, with periodic benign E-level lines.
 The file is fed to ``NodeLogParser`` in chunks, as a live run or ``analyze`` does, and the table shows
-MB/s, records/s (log lines per second), events and the process's peak RSS after that run. The same log
-with every newline turned into a space (the flattened form) is measured too.
+MB/s (wall clock and process CPU time), lines/s, events and the peak RSS of the process that parsed
+(each measurement runs in a fresh process). The same log
+with every newline turned into a space (the flattened form) is measured too. ``--reference`` adds a
+per-line reference parser (upstream CVS's documented algorithm) run on the same file, so the figures can
+be compared on a machine whose load varies; its events column shows the steps it recovered ("st").
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
+import re
 import resource
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cvs_tui.core.parse import NodeLogParser
@@ -140,20 +145,68 @@ def generate(path: Path, size_mb: int, *, flat: bool = False, seed: int = 7) -> 
     return lines
 
 
-def measure(path: Path, chunk: int) -> tuple[float, int, int]:
-    """(seconds, events, lines_seen) for one pass of the parser over ``path``."""
+def measure(path: Path, chunk: int) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, events, lines_seen) for one pass of the parser over ``path``."""
     parser = NodeLogParser()
     events = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     with path.open("rb", buffering=0) as fh:
         while data := fh.read(chunk):
             events += len(parser.feed(data))
     events += len(parser.finish())
-    return time.perf_counter() - t0, events, parser.lines_seen
+    return time.perf_counter() - t0, time.process_time() - c0, events, parser.lines_seen
+
+
+# A per-line reference: upstream CVS's documented parse (step/metric regexes per line, the `\beval`
+# heuristic, lazy checkpoint regexes over the whole text). Its error patterns run elsewhere (while
+# polling), so they are left out here, which flatters the reference. It is here only to put the figures
+# above in context on the same machine at the same moment.
+_REF_STEP = re.compile(r"completed step:\s*(\d+)")
+_REF_METRIC = re.compile(r"(\S+?):\s*([\d.eE+\-]+)")
+_REF_EVAL = re.compile(r"\beval", re.I)
+_REF_EVAL_SKIP = re.compile(r"config param|pyconfig", re.I)
+_REF_EVAL_LOSS = re.compile(r"eval[_ ]?loss[:=]?\s*([\d.eE+\-]+)|\bloss[:=]?\s*([\d.eE+\-]+)", re.I)
+_REF_SAVE = re.compile(r"[Ff]inished save in\s*([\d.]+)\s*second")
+_REF_LOAD = re.compile(r"/jax/orbax/read\b.*?time elapsed:\s*([\d.]+)\s*s")
+
+
+def measure_reference(path: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, steps) for the per-line reference over ``path`` (held in memory)."""
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    steps = 0
+    for line in text.splitlines():
+        m = _REF_STEP.search(line)
+        if m and "profiler" not in line.lower():
+            metrics = {}
+            for k, v in _REF_METRIC.findall(line):
+                try:
+                    metrics[k] = float(v)
+                except ValueError:
+                    pass
+            steps += 1
+        if _REF_EVAL.search(line) and not _REF_EVAL_SKIP.search(line):
+            _REF_EVAL_LOSS.search(line)
+    _REF_SAVE.findall(text)
+    _REF_LOAD.findall(text)
+    return time.perf_counter() - t0, time.process_time() - c0, steps
 
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _isolated(fn: Callable[..., tuple], *args: object) -> tuple:
+    """Run ``fn`` in a fresh forked process; returns its result plus that process's peak RSS (MB)."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(_with_rss, (fn, *args))
+
+
+def _with_rss(fn: Callable[..., tuple], *args: object) -> tuple:
+    return (*fn(*args), _peak_rss_mb())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,26 +215,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-kib", type=int, default=1024, help="feed chunk size in KiB (default 1024)")
     ap.add_argument("--no-flat", action="store_true", help="skip the flattened-log runs")
     ap.add_argument("--tmp", default=None, help="folder for the generated logs (default: system temp)")
+    ap.add_argument(
+        "--reference", action="store_true", help="also time a per-line reference parser on logs up to 100 MB"
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     chunk = args.chunk_kib * 1024
     print(
         f"python {sys.version.split()[0]}, chunk {args.chunk_kib} KiB, baseline RSS {_peak_rss_mb():.0f} MB"
     )
-    print(f"{'log':<16}{'MB':>8}{'seconds':>9}{'MB/s':>9}{'lines/s':>12}{'events':>11}{'peak RSS MB':>13}")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; 'cpu' columns use process CPU time"
+    )
+    print(
+        f"{'log':<16}{'MB':>8}{'wall s':>8}{'MB/s':>8}{'cpu s':>8}{'cpu MB/s':>10}{'lines/s':>11}"
+        f"{'events':>10}{'peak RSS MB':>13}"
+    )
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for size in sizes:
             for flat in (False, True) if not args.no_flat else (False,):
                 path = Path(tmp) / f"node{size}{'_flat' if flat else ''}.log"
                 lines = generate(path, size, flat=flat)
                 nbytes = path.stat().st_size
-                secs, events, _seen = measure(path, chunk)
+                secs, cpu, events, _seen, rss = _isolated(measure, path, chunk)
                 name = f"{size} MB{' flattened' if flat else ''}"
                 print(
-                    f"{name:<16}{nbytes / 1e6:>8.1f}{secs:>9.2f}{nbytes / 1e6 / secs:>9.1f}"
-                    f"{lines / secs:>12,.0f}{events:>11,}{_peak_rss_mb():>13.0f}",
+                    f"{name:<16}{nbytes / 1e6:>8.1f}{secs:>8.2f}{nbytes / 1e6 / secs:>8.1f}{cpu:>8.2f}"
+                    f"{nbytes / 1e6 / cpu:>10.1f}{lines / cpu:>11,.0f}{events:>10,}{rss:>13.0f}",
                     flush=True,
                 )
+                if args.reference and size <= 100:
+                    rsecs, rcpu, steps, rrss = _isolated(measure_reference, path)
+                    print(
+                        f"{'  per-line ref':<16}{nbytes / 1e6:>8.1f}{rsecs:>8.2f}{nbytes / 1e6 / rsecs:>8.1f}"
+                        f"{rcpu:>8.2f}{nbytes / 1e6 / rcpu:>10.1f}{lines / rcpu:>11,.0f}{f'{steps:,} st':>10}"
+                        f"{rrss:>13.0f}",
+                        flush=True,
+                    )
                 os.unlink(path)
     return 0
 

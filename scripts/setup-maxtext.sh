@@ -41,10 +41,11 @@ python_ok() {
     "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
 }
 
+# Prints the interpreter to use; returns 1 when there is none (the caller reports it).
 find_python() {
     if [[ -n "${CVS_TUI_PYTHON312:-}" ]]; then
         python_ok "$CVS_TUI_PYTHON312" && { echo "$CVS_TUI_PYTHON312"; return 0; }
-        die "CVS_TUI_PYTHON312=$CVS_TUI_PYTHON312 is not a working Python >= 3.12; fix or unset it"
+        return 1
     fi
     local cand
     for cand in python3.12 python3.13; do
@@ -84,7 +85,11 @@ if venv_ready; then
     exit 0
 fi
 
-PY="$(find_python)" || die "no Python >= 3.12 found: install python3.12 (or pyenv install 3.12), or set CVS_TUI_PYTHON312=/path/to/python3.12"
+if ! PY="$(find_python)"; then
+    [[ -n "${CVS_TUI_PYTHON312:-}" ]] \
+        && die "CVS_TUI_PYTHON312=$CVS_TUI_PYTHON312 is not a working Python >= 3.12; fix or unset it"
+    die "no Python >= 3.12 found: install python3.12 (or pyenv install 3.12), or set CVS_TUI_PYTHON312=/path/to/python3.12"
+fi
 log "using $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
 
 # A stale or half-built venv is rebuilt from scratch so the result equals the pinned freeze exactly.

@@ -6,9 +6,11 @@ only when that file is absent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import uuid
@@ -64,7 +66,9 @@ INFRA = load_infra()
 needs_infra = [
     pytest.mark.slow,
     pytest.mark.infra,
-    pytest.mark.skipif(INFRA is None, reason=f"test infrastructure not up: {ENV_FILE} is absent (run .ci/infra.sh up)"),
+    pytest.mark.skipif(
+        INFRA is None, reason=f"test infrastructure not up: {ENV_FILE} is absent (run .ci/infra.sh up)"
+    ),
 ]
 
 
@@ -75,7 +79,12 @@ def infra() -> Infra:
 
 def ssh(host: str | None = None, **kw: object) -> SSHTransport:
     i = infra()
-    opts: dict[str, object] = {"port": i.port, "user": i.user, "key_file": i.key, "known_hosts": i.known_hosts}
+    opts: dict[str, object] = {
+        "port": i.port,
+        "user": i.user,
+        "key_file": i.key,
+        "known_hosts": i.known_hosts,
+    }
     opts.update(kw)
     return SSHTransport(host or i.nodes[0], **opts)  # type: ignore[arg-type]
 
@@ -99,7 +108,8 @@ def kill_ssh_connection(t: SSHTransport) -> list[int]:
     ).stdout
     pids = sorted({int(p) for p in re.findall(r"pid=(\d+)", out)})  # none: it is already gone
     for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the pair's other process may take it down first
+            os.kill(pid, signal.SIGKILL)
     return pids
 
 
@@ -119,3 +129,9 @@ def infra_only(fn):  # type: ignore[no-untyped-def]
     for mark in needs_infra:
         fn = mark(fn)
     return fn
+
+
+def remove_scratch(path: str) -> None:
+    """Remove a scratch folder. The loopback nodes share this machine's filesystem, and containers
+    write as root, so the test process (root) removes it directly."""
+    shutil.rmtree(path, ignore_errors=True)

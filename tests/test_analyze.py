@@ -124,6 +124,8 @@ def test_nan_run_fails_with_reason_and_keeps_metrics(tmp_path: Path, capsys) -> 
     hit = next(e for e in run.errors if e.severity == "fatal")
     assert hit.context_first_line is not None and hit.context_first_line <= hit.line
     assert metric(res, run.key, "loss_decreased").value == 0
+    where = [(e.node, e.line) for e in run.errors]
+    assert len(where) == len(set(where))  # the abort line is one record, not two
     assert "FAIL" in (tmp_path / "o" / "summary.md").read_text()
 
 

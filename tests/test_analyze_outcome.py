@@ -49,6 +49,15 @@ def test_exit_codes_hung_and_missing_steps() -> None:
     assert out is RunOutcome.FAILED and root == 1 and "code 137" in reason
     out, reason, _ = decide_outcome([clean], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s")
     assert out is RunOutcome.HUNG and reason == "no output for 600 s"
+    nccl = [
+        *synthetic_node(8),
+        ErrorHit("nccl", Severity.FATAL, "NCCL WARN Net : Connection closed", 50, "builtin"),
+    ]
+    out, reason, root = decide_outcome(
+        [clean, nccl], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s"
+    )
+    assert out is RunOutcome.HUNG and root == 1
+    assert reason.startswith("no output for 600 s; first fatal error: node 1 line 50: nccl")
     out, reason, _ = decide_outcome([[]], 20)
     assert out is RunOutcome.FAILED and "no training step" in reason
 

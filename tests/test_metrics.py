@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cvs_tui.core.config.blocks import Convergence, LossCurve, ScalingBaseline
 from cvs_tui.core.events import (
@@ -293,3 +295,34 @@ def test_checkpoint_io_slowest_node() -> None:
     none = compute_metrics([steps(10)], ctx(checkpointing=True))
     assert none.metrics["training.checkpoint_save_seconds"].absent == "not_produced"
     assert none.metrics["training.checkpoint_load_seconds"].absent == "feature_off"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.001, 100.0), st.floats(1.0, 1e6)),
+        min_size=3 + MIN_CLEAN_STEPS,
+        max_size=60,
+    )
+)
+def test_throughput_is_the_harmonic_window_figure(rows: list[tuple[float, float]]) -> None:
+    """Tokens/s is window tokens over window time (a seconds-weighted mean of the rates), so it lies
+    between the lowest and highest step rate; TFLOP/s and step time come from the same window."""
+    evs = [
+        StepEvent(
+            step=s, loss=1.0, line=s + 1, seconds=sec, tokens_per_device=rate, tflops_per_device=rate / 1e3
+        )
+        for s, (sec, rate) in enumerate(rows)
+    ]
+    out = compute_metrics([evs], ctx())
+    window = rows[3:]
+    tok = out.metrics["training.tokens_per_sec_per_gpu"].value
+    assert tok is not None
+    assert tok == pytest.approx(sum(s * r for s, r in window) / sum(s for s, _ in window))
+    rates = [r for _, r in window]
+    assert min(rates) * (1 - 1e-9) <= tok <= max(rates) * (1 + 1e-9)
+    tfl = out.metrics["training.tflops_per_sec_per_gpu"].value
+    assert tfl == pytest.approx(tok / 1e3)
+    assert out.metrics["training.step_time_seconds"].value == pytest.approx(
+        sum(s for s, _ in window) / len(window)
+    )

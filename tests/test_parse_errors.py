@@ -192,3 +192,14 @@ def test_error_hit_carries_record_text_and_line() -> None:
     (hit,) = hits(text)
     assert (hit.name, hit.line, hit.origin) == ("python traceback", 2, "always")
     assert hit.text.startswith("Traceback (most recent call last):") and "KeyError: 'k'" in hit.text
+
+
+def test_a_config_pattern_that_matches_empty_text_does_not_break_parsing() -> None:
+    text = (
+        H
+        + "x.py:1] one\n"
+        + H
+        + "metric_logger.py:265] completed step: 1, seconds: 1.0, total_weights: 2, loss: 3.0\n"
+    )
+    evs = parse_log_bytes(text.encode(), {"anything": r"z*"})
+    assert [type(e).__name__ for e in evs] == ["ErrorHit", "StepEvent", "ErrorHit"]

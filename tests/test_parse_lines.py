@@ -272,6 +272,27 @@ def test_memstats_label_then_one_record_per_device() -> None:
     ]
 
 
+def test_memstats_labels_follow_log_order() -> None:
+    text = (
+        H
+        + "max_utils.py:780] \nMemstats: After params initialized:\n"
+        + H
+        + "max_utils.py:788] \tUsing (GB) 1.0 / 16.0 (6.25%) on cuda:0\n"
+        + H
+        + "max_utils.py:780] \nMemstats: After step 5:\n"
+        + H
+        + "max_utils.py:788] \tUsing (GB) 2.0 / 16.0 (12.5%) on cuda:0\n"
+        + H
+        + "max_utils.py:780] Memstats: Before eval: Using (GB) 3.0 / 16.0 (18.75%) on cuda:0\n"
+    )
+    evs = events(text, MemStatsEvent)
+    assert [(e.label, e.used_gb, e.line) for e in evs] == [
+        ("After params initialized", 1.0, 3),
+        ("After step 5", 2.0, 6),
+        ("Before eval", 3.0, 7),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # eval
 # ---------------------------------------------------------------------------------------------------------

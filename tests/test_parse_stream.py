@@ -114,6 +114,7 @@ def feed_in(
         prev = c
     out += parser.feed(data[prev:])
     out += parser.finish()
+    assert parser.internal_errors == 0  # nothing was swallowed by the never-raise guard
     return out, parser
 
 
@@ -224,6 +225,7 @@ def test_binary_garbage_never_raises() -> None:
     for i in range(0, len(garbage), 4093):
         parser.feed(garbage[i : i + 4093])
     parser.finish()
+    assert parser.internal_errors == 0
     # and the parser still works after it
     tail = (
         H + "metric_logger.py:265] completed step: 1, seconds: 1.0, total_weights: 2, loss: 3.0\n"
@@ -295,3 +297,30 @@ def test_feed_accepts_bytearray_and_memoryview() -> None:
     p = NodeLogParser()
     out = p.feed(bytearray(data[:500])) + p.feed(memoryview(data)[500:]) + p.finish()
     assert canon(out) == canon(parse_log_bytes(data))
+
+
+@pytest.mark.parametrize("path", [None, *fixture_logs()], ids=lambda p: p.name if p else "corpus")
+def test_literal_search_without_the_automaton_gives_the_same_events(path: Path | None) -> None:
+    data = CORPUS.encode() if path is None else path.read_bytes()
+    plain = NodeLogParser(_use_automaton=False)
+    assert not plain._finder.accelerated
+    out = plain.feed(data) + plain.finish()
+    assert canon(out) == canon(parse_log_bytes(data))
+
+
+def test_a_complete_step_line_is_reported_before_the_next_record_arrives() -> None:
+    step = H + "metric_logger.py:265] completed step: {}, seconds: 0.1, total_weights: 8, loss: {}\n"
+    parser = NodeLogParser()
+    first = parser.feed(step.format(0, "7.5").encode())
+    assert [(e.step, e.line) for e in first if isinstance(e, StepEvent)] == [(0, 1)]
+    # half a line: nothing yet; the rest: the step, once
+    line = step.format(1, "nan").encode()
+    assert parser.feed(line[:60]) == []
+    second = parser.feed(line[60:])
+    assert [(type(e).__name__, getattr(e, "step", None)) for e in second] == [("StepEvent", 1)]
+    # the record's other events (the NaN hit) follow when the record is complete
+    rest = parser.feed(step.format(2, "7.4").encode()) + parser.finish()
+    assert [(type(e).__name__, e.line) for e in rest] == [("ErrorHit", 2), ("StepEvent", 3)]
+    # a flattened log has no line ends, so its steps wait for the next record; same events in the end
+    flat = NodeLogParser()
+    assert flat.feed(step.format(0, "7.5").encode().replace(b"\n", b" ")) == []

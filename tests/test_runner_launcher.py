@@ -13,12 +13,19 @@ import shlex
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-from _runner_infra import infra, infra_only, live_pids_in_group, scratch_dir, ssh
+from _runner_infra import infra, infra_only, live_pids_in_group, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, HostRuntime, container_name
+from cvs_tui.core.runner.containers import (
+    ContainerRuntime,
+    ContainerSpec,
+    DockerRuntime,
+    HostRuntime,
+    container_name,
+)
 from cvs_tui.core.runner.launcher import (
     RC_NO_TRAIN_SCRIPT,
     RC_SETUP_FAILED,
@@ -31,9 +38,12 @@ from cvs_tui.core.runner.launcher import (
     parse_exit_status,
     pid_file,
 )
-from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.transport import LocalTransport, Transport
 
-STEP = "completed step: {i}, seconds: 0.{i}21, TFLOP/s/device: 101.{i}, Tokens/s/device: 2048.5, total_weights: 8192, loss: {loss}"
+STEP = (
+    "completed step: {i}, seconds: 0.{i}21, TFLOP/s/device: 101.{i}, Tokens/s/device: 2048.5, "
+    "total_weights: 8192, loss: {loss}"
+)
 HOSTILE = {
     "QUOTES": "it's \"double\" and 'single'",
     "SUBST": "$(touch {marker}) `touch {marker}` ${{HOME}}",
@@ -50,7 +60,7 @@ def _trainer(body: str) -> str:
 
 @dataclass
 class Node:
-    t: SSHTransport
+    t: Transport
     rt: ContainerRuntime
     d: str
 
@@ -77,7 +87,7 @@ async def node(request: pytest.FixtureRequest) -> AsyncIterator[Node]:
     finally:
         await rt.teardown(force=True)
         await rt.close()
-        await t.run(f"rm -rf {shlex.quote(d)}")
+        remove_scratch(d)
         await t.close()
 
 
@@ -133,7 +143,8 @@ async def test_hostile_values_reach_the_trainer_unchanged(node: Node) -> None:
     extra = ["per_device_batch_size=1", env["SEMI"], env["NEWLINES"]]
     # the trainer writes each value NUL-terminated, then its arguments
     names = " ".join(f'"${k}"' for k in env)
-    trainer = f'printf "%s\\0" {names} > {shlex.quote(node.d)}/seen.bin; printf "%s\\0" "$@" >> {shlex.quote(node.d)}/seen.bin\n'
+    seen = f"{shlex.quote(node.d)}/seen.bin"
+    trainer = f'printf "%s\\0" {names} > {seen}; printf "%s\\0" "$@" >> {seen}\n'
     spec = _spec(node, env=env, extra_args=extra)
     log = await _launch(node, spec, trainer)
     assert await _wait_exit(node, log) == 0
@@ -186,13 +197,17 @@ async def test_module_entry_runs_as_python_m() -> None:
         await t.write_file(f"{d}/pkg/cvs_fake_trainer/__init__.py", "")
         await t.write_file(
             f"{d}/pkg/cvs_fake_trainer/train.py",
-            "import sys\nprint('module-trainer', sys.argv[1:])\nprint('completed step: 0, seconds: 1.0, loss: 9.5')\n"
-            "sys.exit(5)\n",
+            "import sys\nprint('module-trainer', sys.argv[1:])\n"
+            "print('completed step: 0, seconds: 1.0, loss: 9.5')\nsys.exit(5)\n",
         )
         spec = LaunchSpec(
             log_path=f"{d}/node0.log",
             config_path=f"{d}/cfg.yml",
-            train_script_paths=[f"{d}/absent.py", "module:cvs_absent_pkg.train", "module:cvs_fake_trainer.train"],
+            train_script_paths=[
+                f"{d}/absent.py",
+                "module:cvs_absent_pkg.train",
+                "module:cvs_fake_trainer.train",
+            ],
             python="python3",
             env={"PYTHONPATH": f"{d}/pkg"},
             extra_args=["steps=3"],
@@ -202,7 +217,7 @@ async def test_module_entry_runs_as_python_m() -> None:
         text = (await t.read_file(log)).decode()
         assert f"module-trainer ['{d}/cfg.yml', 'steps=3']" in text
     finally:
-        await t.run(f"rm -rf {d}")
+        remove_scratch(d)
         await t.close()
 
 
@@ -226,7 +241,11 @@ async def test_kill_group_leaves_nothing_behind(node: Node) -> None:
         assert live_pids_in_group(pgid) == []
     else:
         ps = await node.rt.exec("ps -o pgid,stat,args")
-        left = [ln for ln in ps.out.splitlines()[1:] if ln.split()[0] == str(pgid) and not ln.split()[1].startswith("Z")]
+        left = [
+            ln
+            for ln in ps.out.splitlines()[1:]
+            if ln.split()[0] == str(pgid) and not ln.split()[1].startswith("Z")
+        ]
         assert left == [], ps.out
     # killing again is harmless
     assert (await node.rt.exec(kill_group_command(log, grace_s=1), timeout=30)).rc == 0
@@ -249,3 +268,39 @@ def test_script_shape() -> None:
     script = build_launcher(LaunchSpec(log_path="/l", config_path="/c", train_script_paths=["/t.py"]))
     assert "set -o pipefail" in script and 'setsid "$@" >> "$LOG" 2>&1' in script
     assert os.path.basename(exit_file("/x/node0.log")) == "node0.log.exit"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the local node (no SSH, no container): runs everywhere
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+async def local_node(tmp_path: Path) -> AsyncIterator[Node]:
+    t = LocalTransport()
+    yield Node(t, HostRuntime(t), str(tmp_path))
+
+
+async def test_local_exit_status_and_hostile_values(local_node: Node) -> None:
+    n = local_node
+    env = {k: v.format(marker=f"{n.d}/pwned") for k, v in HOSTILE.items()}
+    names = " ".join(f'"${k}"' for k in env)
+    trainer = _trainer(f'printf "%s\\0" {names} > {shlex.quote(n.d)}/seen.bin\nexit 4')
+    log = await _launch(n, _spec(n, env=env), trainer)
+    assert await _wait_exit(n, log) == 4
+    assert Path(log).read_bytes().endswith(b"EXIT_CODE=4\n")
+    assert [s.decode() for s in Path(n.d, "seen.bin").read_bytes().split(b"\0")[:-1]] == list(env.values())
+    assert not Path(n.d, "pwned").exists()
+
+
+async def test_local_kill_group(local_node: Node) -> None:
+    n = local_node
+    log = await _launch(n, _spec(n), "sleep 300 & (sleep 301 & wait) & echo started\nwait\n")
+    for _ in range(100):
+        if Path(log).exists() and b"started" in Path(log).read_bytes():
+            break
+        await asyncio.sleep(0.1)
+    pgid = int(Path(pid_file(log)).read_text())
+    assert len(live_pids_in_group(pgid)) >= 3
+    assert (await n.rt.exec(kill_group_command(log, grace_s=5), timeout=30)).rc == 0
+    assert await _wait_exit(n, log) == 143
+    await asyncio.sleep(0.2)
+    assert live_pids_in_group(pgid) == []

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
-from _runner_infra import infra_only, kill_ssh_connection, scratch_dir, ssh
+from _runner_infra import infra_only, kill_ssh_connection, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.runner.tail import LogTailer
-from cvs_tui.core.runner.transport import LocalTransport, Transport
+from cvs_tui.core.runner.transport import Backoff, ConnectError, LocalTransport, Transport
 
 
 async def _write_lines(path: str, start: int, count: int, every: int = 20, pause: float = 0.005) -> None:
@@ -24,7 +25,9 @@ async def _write_lines(path: str, start: int, count: int, every: int = 20, pause
         f.flush()
 
 
-async def _collect_until(tailer: LogTailer, expected_size: int, on_progress=None, timeout: float = 60) -> bytes:  # type: ignore[no-untyped-def]
+async def _collect_until(
+    tailer: LogTailer, expected_size: int, on_progress=None, timeout: float = 60
+) -> bytes:  # type: ignore[no-untyped-def]
     got = bytearray()
 
     async def run() -> None:
@@ -108,10 +111,10 @@ async def _tail_through_kills(t: Transport, path: str, mode: str, kills: int) ->
         async for chunk in tailer.chunks():
             got.extend(chunk)
             # kill each connection once, and only after the transport has opened a new one
-            if kill_at and len(got) >= kill_at[0] and t.generation > killed_gen:  # type: ignore[attr-defined]
-                if kill_ssh_connection(t):  # type: ignore[arg-type]
-                    kill_at.pop(0)
-                    killed_gen = t.generation  # type: ignore[attr-defined]
+            due = kill_at and len(got) >= kill_at[0] and t.generation > killed_gen  # type: ignore[attr-defined]
+            if due and kill_ssh_connection(t):  # type: ignore[arg-type]
+                kill_at.pop(0)
+                killed_gen = t.generation  # type: ignore[attr-defined]
             if writer.done() and len(got) >= os.path.getsize(path):
                 tailer.stop()
     assert not kill_at, "the log ended before every planned kill"
@@ -127,11 +130,11 @@ async def test_ssh_connection_killed_mid_stream(mode: str) -> None:
     d = scratch_dir("tail")
     try:
         await t.run(f"mkdir -p {d} && chmod 777 {d}")
-        tailer = await _tail_through_kills(t, f"{d}/node0.log", mode, kills=3)
+        await _tail_through_kills(t, f"{d}/node0.log", mode, kills=3)
         # each kill forced a new connection (the tailer, or a read it made, re-opened it)
         assert t.generation >= 4
     finally:
-        await t.run(f"rm -rf {d}")
+        remove_scratch(d)
         await t.close()
 
 
@@ -150,5 +153,31 @@ async def test_read_rest_drains_after_stop() -> None:
         assert first + rest == _expected(path)
         assert await tailer.read_rest() == b""
     finally:
-        await t.run(f"rm -rf {d}")
+        remove_scratch(d)
         await t.close()
+
+
+@infra_only
+async def test_unreachable_node_gives_up_after_the_backoff() -> None:
+    t = ssh("127.0.0.9", connect_timeout=2)  # nothing listens there: refused at once
+    tailer = LogTailer(t, "/tmp/x.log", backoff=Backoff(attempts=3, initial=0.05, factor=2, maximum=1))
+    start = time.monotonic()
+    with pytest.raises(ConnectError, match=r"gave up following /tmp/x\.log after 3 retries"):
+        async for _ in tailer.chunks():
+            pass
+    assert time.monotonic() - start < 10
+
+
+@infra_only
+async def test_stop_while_waiting_for_the_node() -> None:
+    t = ssh("127.0.0.9", connect_timeout=2)
+    tailer = LogTailer(t, "/tmp/x.log", backoff=Backoff(attempts=5, initial=30))
+
+    async def consume() -> None:
+        async for _ in tailer.chunks():
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.5)
+    tailer.stop()
+    await asyncio.wait_for(task, 5)  # ends cleanly instead of sleeping through the backoff

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _runner_infra import infra, kill_ssh_connection, needs_infra, scratch_dir, ssh
+from _runner_infra import infra, kill_ssh_connection, needs_infra, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.runner.transport import (
     CommandError,
@@ -21,7 +21,7 @@ from cvs_tui.core.runner.transport import (
     connect_all,
 )
 
-HOSTILE = "it's \"q\" $(touch /tmp/pwned-cvs) `id`; echo x\nline2 \\ $HOME"
+HOSTILE = 'it\'s "q" $(touch /tmp/pwned-cvs) `id`; echo x\nline2 \\ $HOME'
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ class TestSSH:
                 await t.read_file(f"{d}/missing")
             assert not os.path.exists("/tmp/pwned-cvs")
         finally:
-            await t.run(f"rm -rf {d}")
+            remove_scratch(d)
             await t.close()
 
     async def test_stream_lines_as_written(self) -> None:
@@ -130,7 +130,7 @@ class TestSSH:
             assert (await t.run(f"test -e {d}/survived")).rc == 1
             assert (await t.run("echo still-usable")).out == "still-usable\n"
         finally:
-            await t.run(f"rm -rf {d}")
+            remove_scratch(d)
             await t.close()
 
     async def test_wrong_host_key_is_rejected(self) -> None:
@@ -156,7 +156,8 @@ class TestSSH:
         i = infra()
         cfg = tmp_path / "ssh_config"
         cfg.write_text(
-            f"Host cvs-node-a\n  HostName {i.nodes[1]}\n  Port {i.port}\n  User {i.user}\n  IdentityFile {i.key}\n"
+            f"Host cvs-node-a\n  HostName {i.nodes[1]}\n  Port {i.port}\n"
+            f"  User {i.user}\n  IdentityFile {i.key}\n"
         )
         t = SSHTransport("cvs-node-a", known_hosts=i.known_hosts, ssh_config=[str(cfg)])
         try:

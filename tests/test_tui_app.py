@@ -188,3 +188,34 @@ async def test_node_table_at_64_nodes_scrolls() -> None:
         await pilot.pause()
         assert table.selected_rank() == 63
         assert pane(app).log_widget.lines[-1] == "hello from 63"
+
+
+async def test_command_palette_opens_screens_and_jumps_to_nodes() -> None:
+    app = make_app(suite_events(fraction=0.6))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+p", *"Go to node 1")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.screen is app.dashboard
+        assert app.dashboard.query_one(NodeTable).selected_rank() == 1
+        await pilot.press("ctrl+p", *"Errors")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ErrorsScreen)
+
+
+async def test_ascii_mode_draws_no_box_or_block_characters() -> None:
+    app = make_app(suite_events(fraction=0.6), ascii_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        text = app.export_screenshot()
+    import re
+
+    body = re.sub(r"<[^>]+>", "", text.split("</style>", 1)[1])
+    assert not set(body) & set("▁▂▃▄▅▆▇█╭╮╰╯─│▸◆✔✘")
+    from textual.scrollbar import ScrollBarRender
+
+    assert ScrollBarRender.VERTICAL_BARS[0] == "▁"  # other apps in this process keep their glyphs

@@ -107,3 +107,15 @@ def test_console_progress_only_when_something_moved() -> None:
     first = console.export_text(clear=True)
     cv.progress()
     assert "run R: step 0/10" in first and console.export_text() == ""
+
+
+def test_console_caps_repeated_warnings_but_never_fatal_hits() -> None:
+    console = Console(record=True, width=140, color_system=None)
+    cv = ConsoleView(console)
+    for i in range(20):
+        cv.handle(NodeLogEvent("R", 0, ErrorHit("stuck", Severity.WARNING, "slow thread", i + 1, "benign")))
+        cv.handle(NodeLogEvent("R", 0, ErrorHit("oom", Severity.FATAL, "out of memory", i + 100, "always")))
+    out = console.export_text()
+    assert out.count("warning stuck") == 5 and "further 'stuck' hits" in out
+    assert out.count("fatal oom") == 20
+    assert len(cv.view.errors) == 40

@@ -218,8 +218,20 @@ def decide_outcome(
     final_loss: MetricValue | None = None,
 ) -> tuple[RunOutcome, str, int | None]:
     """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept."""
+    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
+    first_fatal: tuple[int, str] | None = None
+    if fatal:
+        primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
+        node, hit = primary[0]
+        others = sorted({i for i, _ in fatal} - {node})
+        also = f"; also on node(s) {others}" if others else ""
+        first_fatal = (node, f"node {node} line {hit.line}: {_hit_text(hit)}{also}")
     if outcome is not None and outcome not in (RunOutcome.COMPLETE, RunOutcome.FAILED):
-        return outcome, reason or outcome.value, root_cause_node
+        # hung or interrupted: keep that outcome, and name the first fatal error if the logs hold one
+        why = reason or outcome.value
+        if first_fatal is not None:
+            return outcome, f"{why}; first fatal error: {first_fatal[1]}", first_fatal[0]
+        return outcome, why, root_cause_node
     codes = list(exit_codes or [])
     for i, evs in enumerate(node_events):
         logged = [e.code for e in evs if isinstance(e, ExitCodeEvent)]
@@ -227,13 +239,8 @@ def decide_outcome(
             codes.append(logged[-1] if logged else None)
         elif codes[i] is None and logged:
             codes[i] = logged[-1]
-    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
-    if fatal:
-        primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
-        node, hit = primary[0]
-        others = sorted({i for i, _ in fatal} - {node})
-        also = f"; also on node(s) {others}" if others else ""
-        return RunOutcome.FAILED, f"node {node} line {hit.line}: {_hit_text(hit)}{also}", node
+    if first_fatal is not None:
+        return RunOutcome.FAILED, first_fatal[1], first_fatal[0]
     if final_loss is not None and final_loss.absent == "non_finite":
         return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
     bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
@@ -345,7 +352,13 @@ def _node_record(
     lines: int,
 ) -> tuple[NodeRecord, list[ErrorRecord]]:
     stats = outcome.node_stats[rank]
-    hits = [e for e in events if isinstance(e, ErrorHit | NonFiniteAbortEvent)]
+    hit_lines = {e.line for e in events if isinstance(e, ErrorHit)}
+    # the abort line is usually also an always-on ErrorHit: keep one record per line
+    hits = [
+        e
+        for e in events
+        if isinstance(e, ErrorHit) or (isinstance(e, NonFiniteAbortEvent) and e.line not in hit_lines)
+    ]
     fatal = [h for h in hits if isinstance(h, NonFiniteAbortEvent) or h.severity is Severity.FATAL]
     kept = fatal[:MAX_ERRORS_PER_NODE]
     fatal_ids = {id(h) for h in fatal}  # identity: a log can repeat one warning thousands of times

@@ -233,7 +233,7 @@ class StageState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StageEvent:
-    stage: str  # preflight, launch, rdma, tokenizer, maxtext_setup, smoke, run:<key>, checkpoint_resume, ...
+    stage: str  # preflight, launch_container, rdma, tokenizer, maxtext_setup, smoke, run:<key>, ...
     state: StageState
     detail: str = ""
     at: float = 0.0  # time.time()

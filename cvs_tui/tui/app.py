@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -24,6 +23,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
 from cvs_tui.core.events import RunEvent
+from cvs_tui.tui.attach_source import plan_slugs, read_plan_info, run_slug
 from cvs_tui.tui.feed import EventFeed, as_feed
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
@@ -37,11 +37,6 @@ from cvs_tui.tui.widgets.node_table import NodeTable
 
 REFRESH_SECONDS = 0.1
 QuitCallback = Callable[[QuitChoice], Awaitable[None] | None]
-
-
-def run_slug(key: str) -> str:
-    """The run folder's directory name for a run key (as the run folder layout defines it)."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_")
 
 
 class CvsCommands(Provider):
@@ -122,8 +117,10 @@ class CvsApp(App[QuitChoice]):
         self._shown_version = -1
         self._shown_second = -1
         self.title = title
+        self._scrollbar_glyphs = (ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS)
         if ascii_only:
             # Scrollbar ends are drawn with eighth-blocks; plain spaces keep ASCII terminals clean.
+            # The glyphs are class-wide in Textual, so they are put back when this app unmounts.
             ScrollBarRender.VERTICAL_BARS = [" "] * 8
             ScrollBarRender.HORIZONTAL_BARS = [" "] * 8
 
@@ -134,6 +131,9 @@ class CvsApp(App[QuitChoice]):
         self.push_screen(self.dashboard)
         self.run_worker(self._consume(), name="events", group="source", exit_on_error=False)
         self.set_interval(self.refresh_seconds, self._tick)
+
+    def on_unmount(self) -> None:
+        ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS = self._scrollbar_glyphs
 
     async def _consume(self) -> None:
         """Fold every event into the view model; widgets are updated on the tick, not here."""
@@ -214,7 +214,8 @@ class CvsApp(App[QuitChoice]):
     def node_log_path(self, run: str, node: int) -> Path | None:
         if self.run_dir is None:
             return None
-        return self.run_dir / "logs" / run_slug(run) / f"node{node}.log"
+        slug = plan_slugs(self.run_dir).get(run) or run_slug(run)
+        return self.run_dir / "logs" / slug / f"node{node}.log"
 
     def export_pane(self, pane: LogPane) -> None:
         try:
@@ -260,7 +261,10 @@ async def run_tui(
     ``on_quit(choice)`` is awaited once the terminal is restored. After "detach" the caller keeps reading
     the same source (pass an :class:`EventFeed` to hand the rest to :func:`run_console`).
     """
-    app = CvsApp(source, title=title, info=info, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir)
+    header = {**read_plan_info(run_dir), **(info or {})} if run_dir is not None else dict(info or {})
+    app = CvsApp(
+        source, title=title, info=header, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir
+    )
     choice = await app.run_async(mouse=mouse)
     if app.return_code not in (0, None) and choice is None:
         print("cvs-tui: the terminal UI stopped unexpectedly", file=sys.stderr)

@@ -225,6 +225,7 @@ async def follow_run_folder(
     """
     events_path = check_run_dir(run_dir)
     state = _FolderState()
+    slugs = plan_slugs(run_dir)
     while True:
         new_events = await asyncio.to_thread(_read_events, events_path, state)
         for ev in new_events:
@@ -234,7 +235,8 @@ async def follow_run_folder(
                 for rank in range(len(ev.nodes)):
                     key = (ev.run, rank)
                     if key not in state.tails:
-                        path = run_dir / "logs" / run_slug(ev.run) / f"node{rank}.log"
+                        slug = slugs.get(ev.run) or run_slug(ev.run)
+                        path = run_dir / "logs" / slug / f"node{rank}.log"
                         state.tails[key] = _LogTail(path, ev.run, rank)
             elif isinstance(ev, RunEndEvent):
                 state.ended_runs.add(ev.run)
@@ -256,28 +258,39 @@ async def follow_run_folder(
         await asyncio.sleep(poll_seconds)
 
 
-def read_plan_info(run_dir: Path) -> dict[str, str]:
-    """Header fields from the run folder's plan.json, when there is one (live runs write it)."""
-    path = run_dir / "plan.json"
+def _load_plan(run_dir: Path) -> dict[str, Any]:
     try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
+        plan = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(plan, dict):
+    return plan if isinstance(plan, dict) else {}
+
+
+def plan_slugs(run_dir: Path) -> dict[str, str]:
+    """Run key -> log directory name, as the run's plan.json lists them."""
+    runs = _load_plan(run_dir).get("runs")
+    if not isinstance(runs, list):
         return {}
+    return {
+        str(r["key"]): str(r["slug"])
+        for r in runs
+        if isinstance(r, dict) and isinstance(r.get("key"), str) and isinstance(r.get("slug"), str)
+    }
+
+
+def read_plan_info(run_dir: Path) -> dict[str, str]:
+    """Header fields (config, model, mode, gpu) from the run folder's plan.json, when there is one."""
+    plan = _load_plan(run_dir)
     info: dict[str, str] = {}
-    for key, names in (
-        ("config", ("config", "config_path", "config_name")),
-        ("model", ("model", "model_label", "model_name")),
-        ("mode", ("mode",)),
-        ("gpu", ("gpu", "gpu_name")),
-    ):
-        for name in names:
-            value = plan.get(name)
-            if isinstance(value, str | int | float) and str(value):
-                info[key] = str(value)
-                break
-    nodes = plan.get("nodes")
-    if isinstance(nodes, list) and nodes and "mode" in info:
-        info["mode"] = f"{info['mode']} ({len(nodes)} nodes)"
+    if isinstance(plan.get("config_path"), str):
+        info["config"] = Path(plan["config_path"]).name
+    if isinstance(plan.get("model_label"), str) and plan["model_label"]:
+        info["model"] = plan["model_label"]
+    if isinstance(plan.get("mode"), str):
+        nodes = plan.get("nodes")
+        count = f" ({len(nodes)} nodes)" if isinstance(nodes, list) and nodes else ""
+        info["mode"] = plan["mode"] + count
+    if isinstance(plan.get("gpu_name"), str) and plan["gpu_name"]:
+        per_node = plan.get("gpus_per_node")
+        info["gpu"] = plan["gpu_name"] + (f" x{per_node}" if isinstance(per_node, int) else "")
     return info

@@ -39,6 +39,7 @@ from cvs_tui.tui.format import (
 from cvs_tui.tui.viewmodel import RunView, SuiteView
 
 PROGRESS_SECONDS = 10.0
+HITS_PRINTED_PER_SIGNATURE = 5  # per run, node and signature; a noisy warning must not flood CI logs
 _NOTABLE_NODE_STATES = {NodeState.FAILED, NodeState.HUNG, NodeState.UNREACHABLE, NodeState.STOPPED}
 
 
@@ -51,6 +52,7 @@ class ConsoleView:
         self.clock = clock
         self.view = SuiteView()
         self._progress_version = -1
+        self._hits_printed: dict[tuple[str, int, str], int] = {}
 
     def handle(self, ev: RunEvent) -> None:
         self.view.apply(ev)
@@ -78,6 +80,17 @@ class ConsoleView:
         elif isinstance(ev, NodeLogEvent) and isinstance(ev.event, ErrorHit):
             hit = ev.event
             fatal = hit.severity is Severity.FATAL
+            key = (ev.run, ev.node, hit.name)
+            printed = self._hits_printed[key] = self._hits_printed.get(key, 0) + 1
+            if printed > HITS_PRINTED_PER_SIGNATURE and not fatal:
+                if printed == HITS_PRINTED_PER_SIGNATURE + 1:
+                    out.print(
+                        Text(
+                            f"  (further {hit.name!r} hits on {ev.run} node {ev.node} not printed)",
+                            style="dim",
+                        )
+                    )
+                return
             first = hit.text.splitlines()[0][:200] if hit.text else ""
             out.print(
                 Text.assemble(
@@ -127,7 +140,7 @@ class ConsoleView:
                     (errs, "red" if nv.fatal_hits else "yellow"),
                 )
             )
-        top = rv.max_step
+        top = rv.min_step
         done = 0 if top is None else top + 1
         pct = f" ({min(100, done * 100 // rv.total_steps)}%)" if rv.total_steps else ""
         eta = self.view.eta_seconds(rv)

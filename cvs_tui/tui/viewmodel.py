@@ -38,6 +38,7 @@ MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
 LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
 STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)
 MAX_LINE_CHARS = 1000  # longer lines are cut for display; the log file keeps them whole
+MAX_ERROR_ROWS = 5000  # error hits listed; later ones are counted (fatal hits are always kept)
 
 
 class LineBuffer:
@@ -139,6 +140,12 @@ class RunView:
         steps = [n.step for n in self.nodes.values() if n.step is not None]
         return max(steps) if steps else None
 
+    @property
+    def min_step(self) -> int | None:
+        """The slowest node's step: the run is as far along as its last node."""
+        steps = [n.step for n in self.nodes.values() if n.step is not None]
+        return min(steps) if steps else None
+
     def median_step(self) -> float | None:
         steps = [n.step for n in self.nodes.values() if n.step is not None]
         return statistics.median(steps) if steps else None
@@ -175,6 +182,7 @@ class SuiteView:
         self.runs: dict[str, RunView] = {}
         self.run_order: list[str] = []
         self.errors: list[ErrorRow] = []
+        self.errors_dropped = 0  # warnings beyond MAX_ERROR_ROWS, counted but not listed
         self.suite_end: SuiteEndEvent | None = None
         self.first_at: float | None = None
         self.last_at: float | None = None
@@ -305,6 +313,9 @@ class SuiteView:
             if le.severity is Severity.FATAL:
                 nv.fatal_hits += 1
             self._error_seq += 1
-            self.errors.append(ErrorRow(ev.run, ev.node, le, self._error_seq))
+            if len(self.errors) < MAX_ERROR_ROWS or le.severity is Severity.FATAL:
+                self.errors.append(ErrorRow(ev.run, ev.node, le, self._error_seq))
+            else:
+                self.errors_dropped += 1
         elif isinstance(le, NonFiniteAbortEvent):
             nv.loss = math.nan if le.value == "nan" else math.inf

@@ -138,14 +138,14 @@ def _text(raw: bytes) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Train steps: found by one scan of the whole chunk (they are most of a log).
 # ---------------------------------------------------------------------------------------------------------
+# Values are taken loosely (anything up to the next comma) and checked by float(): faster than
+# spelling out the number grammar, and a value float() rejects drops the step.
+_V = rb"([^,\s]{1,64})"
 STEP = re.compile(
-    rb"completed step: (\d{1,12}), seconds: (" + NUM + rb")"
-    rb"(?:, live slice count: (\d{1,9}))?"
-    rb"(?:, TFLOP/s/device: (" + NUM + rb"), Tokens/s/device: (" + NUM + rb"))?"
-    rb", total_weights: (" + NUM + rb"), loss: (" + NUM + rb")"
-    rb"((?:, [A-Za-z_]{1,64}: " + NUM + rb")*)"
+    rb"completed step: (\d{1,12}), seconds: " + _V + rb"(?:, live slice count: (\d{1,9}))?"
+    rb"(?:, TFLOP/s/device: " + _V + rb", Tokens/s/device: " + _V + rb")?"
+    rb", total_weights: " + _V + rb", loss: " + _V + rb"((?:, [A-Za-z_]{1,64}: [^,\s]{1,64})*)"
 )
-EXTRA = re.compile(rb", ([A-Za-z_]{1,64}): (" + NUM + rb")")
 RAMPUP_TAG = (b"[Rampup Batch Size Phase], ", b"[Rampup Batch Size Phase] ")
 PROF_STEP = re.compile(
     rb"completed profiler activation/deactivation step: (\d{1,12}), total_weights: (" + NUM + rb"), "
@@ -155,11 +155,15 @@ _KEY_CACHE: dict[bytes, str] = {}
 
 
 def step_extras(raw: bytes) -> dict[str, float]:
+    """`, key: value, key: value` (already validated by the step regex) -> {key: value}."""
     out: dict[str, float] = {}
-    for k, v in EXTRA.findall(raw):
+    for part in raw[2:].split(b", "):
+        k, _, v = part.partition(b": ")
         key = _KEY_CACHE.get(k)
         if key is None:
-            key = _KEY_CACHE.setdefault(k, k.decode("ascii"))
+            key = k.decode("ascii")
+            if len(_KEY_CACHE) < 4096:
+                _KEY_CACHE[k] = key
         out[key] = float(v)
     return out
 
@@ -528,23 +532,23 @@ class MemStats:
 
 Handler = Callable[[bytes, int], list[LogEvent]]
 
-# (anchor literal, lower-case, handler). A record whose folded text holds the anchor is handed to the
-# handler once; the handler's regexes decide. A record's events come in this order (after its steps).
-# `None` marks the two handlers that need parser state or the record header (profiler steps, Memstats).
-RULES: tuple[tuple[bytes, Handler | None], ...] = (
-    (b"completed profiler", None),
-    (b"system information: ", sysinfo),
-    (b"num_devices: ", devices),
-    (b"number parameters: ", params),
-    (b"memory size: ", memory_estimate),
-    (b"memstats", None),
-    (b"using (gb) ", None),
-    (b"per train step", tflops),
-    (b"eval", evals),
-    *((anchor, _checkpoint_rule(k)) for k, (anchor, *_rest) in enumerate(CK_PATTERNS)),
-    (b"'event_type': ", standard_logger),
-    (b"aborting training due to", abort),
-    (b"exit_code=", exit_code),
+# (anchor literals, lower-case; handler). A record whose folded text holds an anchor is handed to the
+# handler once, and the handler's regexes decide. A record's events come in this order (after its steps).
+# `None` marks the two handlers that need the parser: profiler steps (the record header) and Memstats
+# (a label record, then one record per device).
+RULES: tuple[tuple[tuple[bytes, ...], Handler | None], ...] = (
+    ((b"completed profiler",), None),
+    ((b"system information: ",), sysinfo),
+    ((b"num_devices: ",), devices),
+    ((b"number parameters: ",), params),
+    ((b"memory size: ",), memory_estimate),
+    ((b"memstats", b"using (gb) "), None),
+    ((b"per train step",), tflops),
+    ((b"eval",), evals),
+    *(((anchor,), _checkpoint_rule(k)) for k, (anchor, *_rest) in enumerate(CK_PATTERNS)),
+    ((b"'event_type': ",), standard_logger),
+    ((b"aborting training due to",), abort),
+    ((b"exit_code=",), exit_code),
 )
 
 

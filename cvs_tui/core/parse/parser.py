@@ -1,13 +1,15 @@
 """`NodeLogParser`: one node's log bytes in, typed events out, incrementally.
 
 Speed comes from letting C code do the scanning: step lines are found by one regex pass over a whole
-batch of records, other line kinds by ``bytes.find`` on an anchor literal (only the records holding it
-run the detailed regexes), and error signatures by their necessary literals on a lower-cased copy.
-Events come out in log order: by record, then steps, the other kinds, error hits.
+batch of records; every other line kind has an anchor literal and every error signature a set of
+necessary literals, all found in one pass over a lower-cased copy (see ``literals``), and only the
+records holding them run the detailed regexes. Events come out in log order: by record, then its steps,
+its other kinds, its error hits.
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from operator import itemgetter
 
@@ -37,11 +39,11 @@ class NodeLogParser:
         self._sigs: list[Signature] = compile_signatures(error_patterns)
         self._memstats = d.MemStats()
         # one literal finder for the line-kind anchors and the signatures' necessary literals
-        literals = [anchor for anchor, _ in d.RULES]
+        literals = [anchor for anchors, _ in d.RULES for anchor in anchors]
         for sig in self._sigs:
             literals.extend(sig.literals or ())
         self._finder = LiteralFinder(literals, use_automaton=_use_automaton)
-        self._rule_lit = [self._finder.index(anchor) for anchor, _ in d.RULES]
+        self._rule_lits = [[self._finder.index(a) for a in anchors] for anchors, _ in d.RULES]
         # literal index -> signatures that need it; signatures without a usable literal scan fully
         self._lit_sigs: dict[int, list[int]] = {}
         self._full_sigs: list[int] = []
@@ -64,9 +66,11 @@ class NodeLogParser:
     def feed(self, data: bytes) -> list[LogEvent]:
         try:
             batch = self._split.feed(bytes(data))
-            return self._events(batch) if batch is not None else []
+            out = self._events(batch) if batch is not None else []
+            early = self._early_steps()
+            return out + early if early else out
         except Exception:  # never let odd input take the caller down; the bytes are still logged
-            self._split = _recover(self._split)
+            self._reset()
             return []
 
     def finish(self) -> list[LogEvent]:
@@ -74,8 +78,13 @@ class NodeLogParser:
             batch = self._split.finish()
             return self._events(batch) if batch is not None else []
         except Exception:
-            self._split = _recover(self._split)
+            self._reset()
             return []
+
+    def _reset(self) -> None:
+        self.internal_errors += 1
+        self._split = _recover(self._split)
+        self._early_pos, self._early_nonfinite = 0, False
 
     # -----------------------------------------------------------------------------------------------------
     def _events(self, batch: Batch) -> list[LogEvent]:
@@ -85,74 +94,91 @@ class NodeLogParser:
         longs: list[int] = []
         if end > RECORD_CAP:
             longs = [i for i in range(n) if starts[i + 1] - starts[i] > RECORD_CAP]
+        early, early_nan = self._early_pos, self._early_nonfinite
+        self._early_pos, self._early_nonfinite = 0, False
         if not longs:
-            keyed = self._scan(buf, starts, end, lines, frozenset(), 0)
+            keyed = self._scan(buf, starts, end, lines, frozenset(), 0, early, early_nan)
         else:
             skip = frozenset(longs)
-            keyed = self._scan(buf, starts, end, lines, skip, 0)
+            keyed = self._scan(buf, starts, end, lines, skip, 0, 0 if 0 in skip else early, early_nan)
             for i in longs:
                 rec = buf[starts[i] : starts[i] + RECORD_CAP]
-                keyed.extend(self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i))
+                e0, n0 = (early, early_nan) if i == 0 else (0, False)
+                keyed.extend(self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i, e0, n0))
         if not keyed:
             return []
         if self._needs_sort or longs:
             keyed.sort(key=itemgetter(0))
         return [ev for _, ev in keyed]
 
+    def _early_steps(self) -> list[LogEvent]:
+        """Steps of the unfinished record whose line is complete, so a live view need not wait for the
+        next record. Flattened logs have no line ends and wait; the events are the same either way."""
+        sp = self._split
+        norm, orig = sp.pending
+        if len(norm) <= self._early_pos or norm.find(b"completed step: ", self._early_pos) == -1:
+            return []
+        out: list[LogEvent] = []
+        rampup = norm.find(b"[Rampup") != -1
+        for m in d.STEP.finditer(norm, self._early_pos):
+            e = m.end()
+            if e > RECORD_CAP or e >= len(orig) or orig[e] not in (10, 13):
+                break
+            ev = _make_step(norm, m, 0, sp.pending_line, rampup, {})
+            self._early_pos = e
+            if ev is not None:
+                out.append(ev)
+                if ev.loss != ev.loss or ev.loss in (_INF, _NINF):
+                    self._early_nonfinite = True
+        return out
+
     def _scan(
-        self, buf: bytes, starts: list[int], end: int, lines: list[int], skip: frozenset[int], base: int
+        self,
+        buf: bytes,
+        starts: list[int],
+        end: int,
+        lines: list[int],
+        skip: frozenset[int],
+        base: int,
+        early: int = 0,
+        early_nonfinite: bool = False,
     ) -> list[tuple[tuple[int, int, int], LogEvent]]:
-        """Events of the records of one buffer, keyed (record, rank, position) for ordering."""
+        """Events of the records of one buffer, keyed (record, rank, position) for ordering.
+
+        Steps of record 0 that end before ``early`` were already emitted from the unfinished record.
+        """
         out: list[tuple[tuple[int, int, int], LogEvent]] = []
         append = out.append
         rampup = buf.find(b"[Rampup", 0, end) != -1
         nonfinite: list[int] = []
         src_cache: dict[bytes, str] = {}
+        if early_nonfinite:
+            nonfinite.append(0)
 
         # 1. train steps: one pass over the whole buffer
-        for m in d.STEP.finditer(buf, 0, end):
+        for m in d.STEP.finditer(buf, early, end):
             p = m.start()
             i = bisect_right(starts, p) - 1
-            if i in skip or m.end() > starts[i + 1]:
+            if (skip and i in skip) or m.end() > starts[i + 1]:
                 continue
-            s = starts[i]
-            st, sec, sl, tf, tok, tw, loss, ex = m.groups()
-            # absl header: the source is the last word before the first "] ", right before the step
-            if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2:
-                raw = buf[buf.rfind(b" ", s, p - 2) + 1 : p - 2]
-                source = src_cache.get(raw)
-                if source is None:
-                    source = src_cache[raw] = d._src(raw)
-                stamp = None  # absl prints no year
-            else:
-                _lvl, source, stamp = d.header_info(buf[s:p])
-            kind = _TRAIN
-            if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
-                kind = _RAMPUP
-            lossf = float(loss)
-            ev = StepEvent(
-                int(st),
-                lossf,
-                lines[i],
-                kind,
-                float(sec),
-                float(tf) if tf is not None else None,
-                float(tok) if tok is not None else None,
-                float(tw),
-                int(sl) if sl is not None else None,
-                d.step_extras(ex) if ex else {},
-                stamp,
-                source,
-            )
+            ev = _make_step(buf, m, starts[i], lines[i], rampup, src_cache)
+            if ev is None:
+                continue
             append(((base + i, 0, p), ev))
+            lossf = ev.loss
             if lossf != lossf or lossf in (_INF, _NINF):
                 nonfinite.append(i)
 
         # 2. other line kinds and error literals: one literal pass over the folded text
         low = buf[:end].lower()
         found = self._finder.find(low, starts, end)
-        for r, (_anchor, handler) in enumerate(d.RULES):
-            recs = found.get(self._rule_lit[r])
+        for r, (_anchors, handler) in enumerate(d.RULES):
+            lits = self._rule_lits[r]
+            recs = found.get(lits[0])
+            for lit in lits[1:]:
+                more = found.get(lit)
+                if more:
+                    recs = more if not recs else recs | more
             if not recs:
                 continue
             for i in sorted(recs):
@@ -199,7 +225,7 @@ class NodeLogParser:
             pos = 0
             while pos < end:
                 m = regex.search(buf, pos, end)
-                if m is None:
+                if m is None or m.start() >= end:
                     break
                 i = bisect_right(starts, m.start()) - 1
                 if i not in skip:
@@ -219,21 +245,21 @@ class NodeLogParser:
             rec = buf[s : min(starts[i + 1], s + RECORD_CAP)]
             matched = [self._sigs[k] for k in sorted(cands[i]) if self._sigs[k].regex.search(rec)]
             benign = any(sig.origin == "benign" for sig in matched)
-            found: list[tuple[str, Severity, str]] = []
+            names: list[tuple[str, Severity, str]] = []
             if i in nonfinite_set:
-                found.append(("non-finite loss", _FATAL, "always"))
+                names.append(("non-finite loss", _FATAL, "always"))
             if i in flevel:
-                found.append(("fatal log line", _FATAL, "always"))
+                names.append(("fatal log line", _FATAL, "always"))
             for sig in matched:
                 if benign and sig.origin in ("builtin", "config"):
                     continue  # a benign line's wording must not fail a run
-                found.append((sig.name, sig.severity, sig.origin))
-            if not found:
+                names.append((sig.name, sig.severity, sig.origin))
+            if not names:
                 continue
             # one line, whitespace runs collapsed: the same for a log, its flattened or CRLF copy
             text = " ".join(rec.decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
             seen: set[str] = set()
-            for k, (name, sev, origin) in enumerate(found):
+            for k, (name, sev, origin) in enumerate(names):
                 if name in seen:
                     continue
                 seen.add(name)
@@ -253,11 +279,51 @@ class NodeLogParser:
         return out
 
     _needs_sort = False
+    internal_errors = 0  # feeds whose unfinished record was dropped after an unexpected failure
+    _early_pos = 0  # steps of the unfinished record up to here were already emitted
+    _early_nonfinite = False
 
 
 _GLOG_LEVELS = frozenset(b"IWEF")
 _INF = float("inf")
 _NINF = float("-inf")
+
+
+def _make_step(
+    buf: bytes, m: re.Match[bytes], s: int, line: int, rampup: bool, src_cache: dict[bytes, str]
+) -> StepEvent | None:
+    """The StepEvent of one step-regex match in the record starting at ``s`` (None if a value is bad)."""
+    p = m.start()
+    st, sec, sl, tf, tok, tw, loss, ex = m.groups()
+    # absl header: the source is the last word before the first "] ", right before the step
+    if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2 and buf[s + 1 : s + 5].isdigit():
+        raw = buf[buf.rfind(b" ", s, p - 2) + 1 : p - 2]
+        source = src_cache.get(raw)
+        if source is None:
+            source = src_cache[raw] = d._src(raw)
+        stamp = None  # absl prints no year
+    else:
+        _lvl, source, stamp = d.header_info(buf[s:p])
+    kind = _TRAIN
+    if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
+        kind = _RAMPUP
+    try:
+        return StepEvent(
+            int(st),
+            float(loss),
+            line,
+            kind,
+            float(sec),
+            float(tf) if tf is not None else None,
+            float(tok) if tok is not None else None,
+            float(tw),
+            int(sl) if sl is not None else None,
+            d.step_extras(ex) if ex else {},
+            stamp,
+            source,
+        )
+    except ValueError:  # a value that is not a number: not a step line after all
+        return None
 
 
 def _recover(split: RecordSplitter) -> RecordSplitter:

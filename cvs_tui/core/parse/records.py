@@ -89,6 +89,15 @@ class RecordSplitter:
         return batch
 
     @property
+    def pending(self) -> tuple[bytes, bytes]:
+        """(normalised, as received) bytes of the unfinished record."""
+        return self._norm, self._orig
+
+    @property
+    def pending_line(self) -> int:
+        return self._line0
+
+    @property
     def lines_seen(self) -> int:
         return self.newlines + (0 if self._last_byte == 10 or not self.total_bytes else 1)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 try:  # Python 3.11+ keeps the regex parser here
     from re import _constants as _sre_c  # type: ignore[attr-defined]
@@ -97,6 +98,19 @@ def compile_signatures(error_patterns: dict[str, str] | None) -> list[Signature]
 
     A pattern that does not compile is skipped: reporting it is the config loader's job.
     """
+    try:
+        key = None if error_patterns is None else tuple(error_patterns.items())
+        return list(_compiled(key))
+    except TypeError:  # unhashable values: compile without the cache
+        return list(_compile_all(error_patterns))
+
+
+@lru_cache(maxsize=32)
+def _compiled(key: tuple[tuple[str, str], ...] | None) -> tuple[Signature, ...]:
+    return _compile_all(None if key is None else dict(key))
+
+
+def _compile_all(error_patterns: dict[str, str] | None) -> tuple[Signature, ...]:
     out: list[Signature] = []
     replaceable = DEFAULT_ERROR_PATTERNS if error_patterns is None else error_patterns
     origin = "builtin" if error_patterns is None else "config"
@@ -110,7 +124,7 @@ def compile_signatures(error_patterns: dict[str, str] | None) -> list[Signature]
             sig = _compile_one(str(name), pattern, severity, org)
             if sig is not None:
                 out.append(sig)
-    return out
+    return tuple(out)
 
 
 def _compile_one(name: str, pattern: object, severity: Severity, origin: str) -> Signature | None:

@@ -26,6 +26,7 @@ def environment(*, html: bool = True) -> Environment:
     env.filters["num"] = fmt_num
     env.filters["when"] = fmt_time
     env.filters["secs"] = fmt_secs
+    env.filters["mesh"] = fmt_mesh
     return env
 
 
@@ -41,6 +42,15 @@ def fmt_time(ts: float | None) -> str:
     if ts is None:
         return "—"
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_mesh(axes: list[int]) -> str:
+    """MaxText logs one entry per mesh axis, mostly 1s: show the axes that shard."""
+    sharded = [str(a) for a in axes if a != 1]
+    if not sharded:
+        return f"1 ({len(axes)} axes, all 1)"
+    rest = len(axes) - len(sharded)
+    return " × ".join(sharded) + (f" ({len(axes)} axes, the rest 1)" if rest else "")
 
 
 def fmt_secs(s: float | None) -> str:

@@ -414,7 +414,8 @@ class DockerRuntime:
             if self.lifetime is Lifetime.NO_LAUNCH:
                 if not (st and st.get("Running")):
                     raise ContainerError(
-                        f"{self.node}: container {name} is not running; lifetime no_launch needs it started beforehand"
+                        f"{self.node}: container {name} is not running; "
+                        "lifetime no_launch needs it started beforehand"
                     )
                 return LaunchOutcome.ATTACHED
             if self.lifetime is Lifetime.PERSISTENT and st is not None:
@@ -523,7 +524,8 @@ def kill_tree_command(pid_file: str) -> str:
     )
     return (
         f"p=$(cat {shlex.quote(pid_file)} 2>/dev/null) || exit 0; "
-        "pids=$(cat /proc/[0-9]*/stat 2>/dev/null | sed 's/^\\([0-9]*\\) (.*) [A-Za-z] \\([0-9]*\\) .*/\\1 \\2/' "
+        "pids=$(cat /proc/[0-9]*/stat 2>/dev/null "
+        "| sed 's/^\\([0-9]*\\) (.*) [A-Za-z] \\([0-9]*\\) .*/\\1 \\2/' "
         f'| awk -v root="$p" {shlex.quote(tree)}); kill -KILL $pids 2>/dev/null; exit 0'
     )
 

@@ -159,9 +159,10 @@ def kill_group_command(log_path: str, grace_s: float = 10.0) -> str:
     return (
         f"i=0; while [ ! -s {pf} ] && [ ! -e {ef} ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done; "
         f'pg=$(cat -- {pf} 2>/dev/null); [ -n "$pg" ] || exit 0; '
-        f'kill -TERM -- "-$pg" 2>/dev/null || exit 0; '
-        f'i=0; while [ $i -lt {steps} ]; do kill -0 -- "-$pg" 2>/dev/null || exit 0; sleep 0.2; i=$((i+1)); done; '
-        f'kill -KILL -- "-$pg" 2>/dev/null; exit 0'
+        f'kill -TERM "-$pg" 2>/dev/null || exit 0; '
+        f'i=0; while [ $i -lt {steps} ]; do kill -0 "-$pg" 2>/dev/null || exit 0; '
+        "sleep 0.2; i=$((i+1)); done; "
+        f'kill -KILL "-$pg" 2>/dev/null; exit 0'
     )
 
 

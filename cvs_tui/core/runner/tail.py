@@ -25,6 +25,7 @@ from cvs_tui.core.runner.transport import (
     CommandError,
     ConnectError,
     ConnectionLostError,
+    HostKeyError,
     NodeProcess,
     Transport,
 )
@@ -72,11 +73,17 @@ class LogTailer:
         return self._stop.is_set()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """Byte chunks as they are appended, until :meth:`stop`. Raises ConnectError when the node stays gone."""
+        """Byte chunks as they are appended, until :meth:`stop`.
+
+        Raises ConnectError when the node stays unreachable through every backoff step.
+        """
         failures = 0
         delays = self.backoff.delays()
         while not self._stop.is_set():
             try:
+                if failures:
+                    await self.transport.connect()  # one attempt per backoff step (no-op when up)
+                    self.reconnects += 1
                 gen = self._follow() if self.mode == "follow" else self._poll()
                 async for data in gen:
                     failures = 0
@@ -84,11 +91,14 @@ class LogTailer:
                     yield data
                 if self._stop.is_set():
                     return
-            except (ConnectionLostError, CommandError) as exc:
+            except HostKeyError:
+                raise  # a different machine answers now: never resume on it
+            except (ConnectionLostError, ConnectError, CommandError) as exc:
                 # CommandError: tail itself stopped (e.g. the node's shell was killed); resume the same way.
                 if failures >= len(delays):
                     raise ConnectError(
-                        f"{self.transport.name}: gave up following {self.path}: {exc}"
+                        f"{self.transport.name}: gave up following {self.path} after "
+                        f"{failures} retries: {exc}"
                     ) from exc
                 delay = delays[failures]
                 failures += 1
@@ -102,13 +112,6 @@ class LogTailer:
                 )
                 if await self._sleep_or_stop(delay):
                     return
-                try:
-                    await self.transport.reconnect()
-                except ConnectError:
-                    if failures >= len(delays):
-                        raise
-                    continue
-                self.reconnects += 1
 
     async def _sleep_or_stop(self, delay: float) -> bool:
         with contextlib.suppress(TimeoutError):

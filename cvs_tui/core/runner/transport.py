@@ -78,7 +78,7 @@ class CommandError(TransportError):
 
 @dataclass(frozen=True)
 class Backoff:
-    """Reconnect schedule: ``attempts`` tries, waiting ``initial`` s, then x``factor``, capped at ``maximum``."""
+    """Reconnect schedule: ``attempts`` tries, ``initial`` s apart, then x``factor``, at most ``maximum``."""
 
     attempts: int = 6
     initial: float = 0.2
@@ -482,7 +482,7 @@ class SSHTransport:
             self._forwards.clear()
 
     async def reconnect(self) -> None:
-        """Re-open a dropped connection, retrying with exponential backoff. Host-key and auth errors stop it."""
+        """Re-open a dropped connection with exponential backoff; host-key and auth errors stop at once."""
         last: Exception | None = None
         for delay in [0.0, *self.backoff.delays()]:
             if delay:
@@ -499,11 +499,10 @@ class SSHTransport:
         raise ConnectError(f"{self.name}: reconnect failed after {self.backoff.attempts} retries: {last}")
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
+        # One attempt: a caller that must persist (the log follower) retries with :meth:`reconnect` or
+        # its own backoff; nesting backoffs here would stretch "node unreachable" to minutes.
         if self._lost():
-            if self._ever_connected:
-                await self.reconnect()
-            else:
-                await self.connect()
+            await self.connect()
         assert self._conn is not None
         return self._conn
 

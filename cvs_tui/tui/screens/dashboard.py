@@ -75,7 +75,7 @@ class DashboardScreen(Screen[None]):
         table.show(view, rv, ascii_only=ascii_only)
         if rv is not None:
             # The node table takes what its rows need, up to 45% of the screen; the log gets the rest.
-            rows = max(len(rv.nodes) + 2, 8)
+            rows = max(len(rv.nodes) + 2, len(view.stages) + len(view.run_order) + 2, 8)
             top = self.query_one("#top")
             height = min(rows, max(8, int(self.size.height * 0.45)))
             if top.styles.height is None or top.styles.height.value != height:

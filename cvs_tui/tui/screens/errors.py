@@ -90,6 +90,8 @@ class ErrorsScreen(Screen[None]):
         title = Text()
         title.append("Errors ", style="bold")
         title.append(f"{n_fatal} fatal, {len(rows) - n_fatal} warnings", style="red" if n_fatal else "dim")
+        if view.errors_dropped:
+            title.append(f", {view.errors_dropped} more warnings not listed", style="dim")
         title.append("   Enter: open that line in the node's log", style="dim")
         self.query_one("#errors-title", Static).update(title)
 

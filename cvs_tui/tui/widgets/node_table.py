@@ -6,6 +6,7 @@ whose text changed are rendered again, so 64+ nodes updating every tick cost a f
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -28,7 +29,7 @@ COLUMNS: tuple[tuple[str, int], ...] = (
     ("status", 11),
     ("step/total", 12),
     ("loss", 8),
-    ("loss trend", SPARK_WIDTH),
+    ("loss trend", SPARK_WIDTH + 1),
     ("tok/s/dev", 10),
     ("s/step", 7),
     ("lag", 5),
@@ -36,6 +37,12 @@ COLUMNS: tuple[tuple[str, int], ...] = (
     ("last line", 0),
 )
 Cells = tuple[Text, ...]
+# absl/glog header (`I1130 07:29:46.048968 139782156966784 file.py:265] `): the table shows the message.
+_GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^\]]{1,80}\] ")
+
+
+def short_line(line: str) -> str:
+    return _GLOG_HEADER.sub("", line[:400], count=1)[:300]
 
 
 class NodeTable(Widget, can_focus=True):
@@ -71,6 +78,8 @@ class NodeTable(Widget, can_focus=True):
         self._strips: dict[tuple[int, int, bool], Strip] = {}  # (rank, width, cursor) -> rendered row
         self.cursor = 0
         self.top = 0  # first row shown
+        self._context: tuple[RunView, float | None, int | None, bool] | None = None
+        self._stale: set[int] = set()  # rows whose text may be out of date (formatted when shown)
 
     # -- data ----------------------------------------------------------------------------------------
     @property
@@ -85,6 +94,7 @@ class NodeTable(Widget, can_focus=True):
             self.move_cursor(self._ranks.index(rank))
 
     def show(self, view: SuiteView, rv: RunView | None, *, ascii_only: bool) -> None:
+        """Take the run's current state; only rows on screen are formatted now, the rest when shown."""
         if rv is None:
             return
         if rv.key != self._shown_run:
@@ -93,23 +103,32 @@ class NodeTable(Widget, can_focus=True):
             self._strips.clear()
             self._ranks = []
             self.cursor = self.top = 0
-        median = rv.median_step()
-        root = view.root_cause(rv.key)
+        self._context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only)
         changed = False
         ranks = sorted(rv.nodes)
         if ranks != self._ranks:
             self._ranks = ranks
             self._strips.clear()
             changed = True
-        for rank in ranks:
-            cells = self._row_cells(rv, rank, median, root, ascii_only)
-            if self._cells.get(rank) != cells:
-                self._cells[rank] = cells
-                for cursor in (False, True):
-                    self._strips.pop((rank, self.size.width, cursor), None)
-                changed = True
+        self._stale = set(ranks)
+        for row in range(self.top, min(len(ranks), self.top + self._visible_rows)):
+            changed = self._ensure_cells(ranks[row]) or changed
         if changed:
             self.refresh()
+
+    def _ensure_cells(self, rank: int) -> bool:
+        """Format a row if the run moved since it was last formatted. Returns whether its text changed."""
+        if rank not in self._stale or self._context is None:
+            return False
+        self._stale.discard(rank)
+        rv, median, root, ascii_only = self._context
+        cells = self._row_cells(rv, rank, median, root, ascii_only)
+        if self._cells.get(rank) == cells:
+            return False
+        self._cells[rank] = cells
+        for is_cursor in (False, True):
+            self._strips.pop((rank, self.size.width, is_cursor), None)
+        return True
 
     @staticmethod
     def _row_cells(rv: RunView, rank: int, median: float | None, root: int | None, ascii_only: bool) -> Cells:
@@ -130,7 +149,7 @@ class NodeTable(Widget, can_focus=True):
             Text(fmt_float(nv.step_seconds)),
             Text(lag, style="yellow" if lag not in ("-", "+0") else ""),
             Text(str(nv.error_hits), style=err_style),
-            Text(nv.last_line[:300], style="dim"),
+            Text(short_line(nv.last_line), style="dim"),
         )
 
     # -- rendering -----------------------------------------------------------------------------------
@@ -173,6 +192,7 @@ class NodeTable(Widget, can_focus=True):
         if row >= len(self._ranks):
             return Strip.blank(width, self.rich_style)
         rank = self._ranks[row]
+        self._ensure_cells(rank)
         is_cursor = row == self.cursor
         key = (rank, width, is_cursor)
         strip = self._strips.get(key)

@@ -21,7 +21,8 @@ class RunHeader(Static):
     def show(self, view: SuiteView, info: Mapping[str, str], title: str, now: float) -> None:
         line1 = Text()
         line1.append(title or "cvs-tui", style="bold")
-        for key in ("config", "model", "mode", "gpu"):
+        known = ("config", "model", "mode", "gpu")
+        for key in (*known, *(k for k in info if k not in known)):
             value = info.get(key)
             if value:
                 line1.append(f"  {key} ", style="dim")
@@ -40,7 +41,7 @@ class RunHeader(Static):
         if rv is not None:
             line2.append("  run ", style="dim")
             line2.append(rv.key)
-            top = rv.max_step
+            top = rv.min_step
             if rv.total_steps:
                 line2.append(f" step {'-' if top is None else top}/{rv.total_steps}")
         if view.first_at is not None:

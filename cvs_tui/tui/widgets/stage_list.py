@@ -39,7 +39,7 @@ class StageList(Static):
             if rv.outcome is not None:
                 text.append(rv.outcome.value, style=OUTCOME_STYLE[rv.outcome])
             else:
-                top = rv.max_step
+                top = rv.min_step
                 done = 0 if top is None else top + 1
                 if rv.total_steps:
                     pct = min(100, int(done * 100 / rv.total_steps))

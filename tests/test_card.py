@@ -1,0 +1,232 @@
+"""`cvs-tui card` on results made from the real MaxText CPU logs (tests/fixtures/maxtext): the card builds,
+validates, maps each run to the right item, and never verifies what did not pass."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from _analysis_samples import FIXTURES, LOCAL_2PROC, write_config
+
+from cvs_tui.core.analysis import analyze_paths
+from cvs_tui.core.card import build_card, card_to_yaml, load_card_source, validate_card_text
+from cvs_tui.core.card_schema import PERFORMANCE_DISCLAIMER, load_card_yaml
+from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.results import write_results
+from cvs_tui.tui.cli import main
+
+KEY = "BS=2,PRECISION=BF16,SL=128"
+
+
+@pytest.fixture(autouse=True)
+def _maxtext_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the configs name the trainer's interpreter with {env.CVS_TUI_MAXTEXT_PYTHON}; nothing is launched here
+    monkeypatch.setenv("CVS_TUI_MAXTEXT_PYTHON", "/opt/maxtext-venv/bin/python")
+
+
+def _single(tmp: Path, log: str = "single_20steps.log", *, gpu_name: str | None = None) -> Path:
+    """results.json of one real single-process sweep run, analyzed with the local config."""
+    d = tmp / f"single-{log}-{gpu_name}"
+    d.mkdir()
+
+    def mutate(doc: dict) -> None:
+        if gpu_name:
+            doc["gpu_name"] = gpu_name
+
+    cfg = write_config(d, steps=20, runs=[KEY], mutate=mutate)
+    res = analyze_paths(load_config(cfg), [FIXTURES / log])
+    return write_results(res, d / "results.json")
+
+
+def _resume_folder(tmp: Path) -> Path:
+    """A run folder holding the real checkpoint-resume logs (phase 1, phase 2, reference) and its results."""
+    d = tmp / "resume"
+    d.mkdir()
+    cfg = write_config(d, steps=20, runs=[KEY])
+    for sub, src in [
+        ("CKPT_1", "ckpt_phase1.log"),
+        ("CKPT_2", "ckpt_phase2.log"),
+        ("CKPT_REF", "ckpt_reference.log"),
+    ]:
+        (d / "logs" / sub).mkdir(parents=True)
+        shutil.copy(FIXTURES / src, d / "logs" / sub / "node0.log")
+    res = analyze_paths(load_config(cfg), [d])
+    write_results(res, d / "results.json")
+    return d
+
+
+def _twoproc(tmp: Path) -> Path:
+    d = tmp / "twoproc"
+    d.mkdir()
+    cfg = write_config(d, source=LOCAL_2PROC, steps=20, runs=[KEY])
+    logs = [FIXTURES / "twoproc_node0.log", FIXTURES / "twoproc_node1.log"]
+    return write_results(analyze_paths(load_config(cfg), logs), d / "results.json")
+
+
+def test_card_from_real_runs_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    single, resume = _single(tmp_path), _resume_folder(tmp_path)
+    out = tmp_path / "card.yaml"
+    assert main(["card", str(single), str(resume), "--out", str(out)]) == 0, capsys.readouterr()
+    text = out.read_text()
+    data = load_card_yaml(text)
+    assert list(data)[:3] == ["card_format", "title", "summary"] and list(data)[3] == "verification_index"
+    perf = data["items"]["pretrain_performance"]["CPU"]
+    assert perf["status"] == "verified"
+    bf16 = perf["variants"]["bf16"]
+    assert bf16["workload"] == {
+        "model": "tiny-llama",
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "num_gpus": 1,
+        "per_device_batch_size": 2,
+        "global_batch_size": 2,
+        "max_target_length": 128,
+        "steps": 20,
+        "precision": "bf16",
+    }
+    assert set(bf16["metrics"]) == {
+        "tflops_per_sec_per_gpu",
+        "tokens_per_sec_per_gpu",
+        "tokens_per_sec_total",
+        "step_time_p50_ms",
+        "final_loss",
+    }
+    assert bf16["metrics"]["final_loss"] == pytest.approx(7.188)
+    assert bf16["window"]["first_step"] == 3 and bf16["window"]["last_step"] == 19
+    assert "loss_curve_slope < 0" in bf16["expected_result"]
+    ck = data["items"]["checkpoint_resume"]["CPU"]
+    assert ck["status"] == "verified"
+    assert ck["resume"] == {"checkpoint_step": 5, "first_resumed_step": 6, "last_step": 11}
+    assert ck["resume_comparison"]["sentinel_steps"] == [6, 11] and ck["resume_comparison"]["sentinels_match"]
+    assert data["verification_index"] == {
+        "training": {"CPU": {"verified": ["checkpoint_resume"]}},
+        "performance": {"CPU": "verified"},
+    }
+    assert "pretrain_performance.CPU" in data["summary"]
+    assert "&" not in text and "*" not in text.replace("x |reference|", "")  # no anchors or aliases
+    assert main(["card", "validate", str(out)]) == 0
+    assert "valid" in capsys.readouterr().out
+
+
+def test_card_to_stdout_and_smoke_is_never_an_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = tmp_path / "rf"
+    d.mkdir()
+    cfg = write_config(d, steps=20, runs=[KEY])
+    for sub, src in [("SMOKE", "single_20steps.log"), ("BS_2_PRECISION_BF16_SL_128", "single_20steps.log")]:
+        (d / "logs" / sub).mkdir(parents=True)
+        shutil.copy(FIXTURES / src, d / "logs" / sub / "node0.log")
+    res = analyze_paths(load_config(cfg), [d])
+    assert any(r.kind == "smoke" for r in res.runs)
+    write_results(res, d / "results.json")
+    capsys.readouterr()
+    assert main(["card", str(d)]) == 0
+    text = capsys.readouterr().out
+    assert "smoke" not in yaml.safe_load(text)["items"]["pretrain_performance"]["CPU"]["variants"]
+    assert list(yaml.safe_load(text)["items"]["pretrain_performance"]["CPU"]["variants"]) == ["bf16"]
+    assert "SMOKE" not in text
+
+
+def test_smoke_only_results_make_no_card(tmp_path: Path) -> None:
+    d = tmp_path / "rf"
+    (d / "logs" / "SMOKE").mkdir(parents=True)
+    shutil.copy(FIXTURES / "single_20steps.log", d / "logs" / "SMOKE" / "node0.log")
+    cfg = write_config(tmp_path, steps=20, runs=[KEY])
+    write_results(analyze_paths(load_config(cfg), [d]), d / "results.json")
+    with pytest.raises(UserError, match="smoke alone is a gate"):
+        build_card([load_card_source(d)])
+
+
+def test_failed_run_is_unverified_without_a_date(tmp_path: Path) -> None:
+    card = build_card([load_card_source(_single(tmp_path, "nan_lr1e6.log"))])
+    leaf = card.items.pretrain_performance["CPU"]  # type: ignore[index]
+    v = leaf.variants["bf16"]
+    assert leaf.status == "unverified" and v.status == "unverified"
+    assert v.last_verified is None and v.metrics is not None and v.metrics.final_loss is None
+    assert "run outcome failed" in (v.result or "") and "final_loss" in (v.result or "")
+    assert card.verification_index.performance == {"CPU": "unverified"}
+    assert validate_card_text(card_to_yaml(card)) == []
+
+
+def test_weak_scaling_from_one_and_two_process_runs(tmp_path: Path) -> None:
+    card = build_card([load_card_source(_single(tmp_path)), load_card_source(_twoproc(tmp_path))])
+    leaf = card.items.pretrain_weak_scaling["CPU"]  # type: ignore[index]
+    assert [p.num_gpus for p in leaf.points] == [1, 2]
+    assert [p.global_batch_size for p in leaf.points] == [2, 4]
+    assert [p.workload.nodes for p in leaf.points] == [1, 2]
+    assert leaf.status == "verified" and leaf.precision == "bf16"
+    perf = card.items.pretrain_performance["CPU"]  # type: ignore[index]
+    assert sorted(perf.variants) == ["bf16_bs2_sl128_n1", "bf16_bs2_sl128_n2"]
+    assert card.verification_index.weak_scaling == {"CPU": "verified"}
+    text = card_to_yaml(card)
+    assert list(load_card_yaml(text)["items"]) == ["pretrain_performance", "pretrain_weak_scaling"]
+    assert "efficiency" not in text.replace("Derive aggregate throughput and efficiency", "")
+    assert validate_card_text(text) == []
+
+
+def test_one_run_size_makes_no_weak_scaling(tmp_path: Path) -> None:
+    card = build_card([load_card_source(_single(tmp_path))])
+    assert card.items.pretrain_weak_scaling is None and card.verification_index.weak_scaling is None
+
+
+def test_resume_without_reference_is_unverified(tmp_path: Path) -> None:
+    d = _resume_folder(tmp_path)
+    data = json.loads((d / "results.json").read_text())
+    data["runs"] = [r for r in data["runs"] if r["kind"] != "ckpt_reference"]
+    (d / "results.json").write_text(json.dumps(data))
+    card = build_card([load_card_source(d)])
+    leaf = card.items.checkpoint_resume["CPU"]  # type: ignore[index]
+    assert leaf.status == "unverified" and "no uninterrupted reference" in (leaf.result or "")
+    assert card.summary.startswith(PERFORMANCE_DISCLAIMER)
+    assert validate_card_text(card_to_yaml(card)) == []
+
+
+def test_family_gpu_name_needs_accelerator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = _single(tmp_path, gpu_name="mi3xx")
+    assert main(["card", str(res)]) == 2
+    err = capsys.readouterr().err
+    assert "gpu_name 'mi3xx'" in err and "--accelerator" in err
+    assert main(["card", str(res), "--accelerator", "mi300-cluster7"]) == 2
+    assert "not an allowlisted public accelerator" in capsys.readouterr().err
+    out = tmp_path / "c.yaml"
+    assert main(["card", str(res), "--accelerator", "mi325x", "--out", str(out)]) == 0
+    data = load_card_yaml(out.read_text())
+    assert list(data["items"]["pretrain_performance"]) == ["MI325X"]
+
+
+def test_card_with_private_image_is_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = _single(tmp_path)
+    out = tmp_path / "c.yaml"
+    code = main(["card", str(res), "--image", "registry.corp.example.com/team/jax:1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and not out.exists()
+    assert "registry reference" in err and "corp.example" not in err
+    assert main(["card", str(res), "--image", "rocm/jax-training:maxtext-v26.4", "--out", str(out)]) == 0
+    assert load_card_yaml(out.read_text())["verification_environment"]["base_container"] == (
+        "rocm/jax-training:maxtext-v26.4"
+    )
+
+
+def test_different_software_stacks_are_refused(tmp_path: Path) -> None:
+    a = _single(tmp_path)
+    b = _twoproc(tmp_path)
+    data = json.loads(b.read_text())
+    for r in data["runs"]:
+        r["environment"]["jax"] = "0.8.1"
+    b.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="different software stacks"):
+        build_card([load_card_source(a), load_card_source(b)])
+
+
+def test_card_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["card", str(tmp_path / "nope.json")]) == 2
+    assert "no such results file" in capsys.readouterr().err
+    assert main(["card", str(tmp_path)]) == 2
+    assert "no results.json" in capsys.readouterr().err
+    assert main(["card", "validate", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such card file" in capsys.readouterr().err
