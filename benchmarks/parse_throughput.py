@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'log':<16}{'MB':>8}{'wall s':>8}{'MB/s':>8}{'cpu s':>8}{'cpu MB/s':>10}{'lines/s':>11}"
-        f"{'events':>10}{'peak RSS MB':>13}"
+        f"{'events':>12}{'peak RSS MB':>13}"
     )
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for size in sizes:
@@ -241,14 +241,14 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"{size} MB{' flattened' if flat else ''}"
                 print(
                     f"{name:<16}{nbytes / 1e6:>8.1f}{secs:>8.2f}{nbytes / 1e6 / secs:>8.1f}{cpu:>8.2f}"
-                    f"{nbytes / 1e6 / cpu:>10.1f}{lines / cpu:>11,.0f}{events:>10,}{rss:>13.0f}",
+                    f"{nbytes / 1e6 / cpu:>10.1f}{lines / cpu:>11,.0f}{events:>12,}{rss:>13.0f}",
                     flush=True,
                 )
                 if args.reference and size <= 100:
                     rsecs, rcpu, steps, rrss = _isolated(measure_reference, path)
                     print(
                         f"{'  per-line ref':<16}{nbytes / 1e6:>8.1f}{rsecs:>8.2f}{nbytes / 1e6 / rsecs:>8.1f}"
-                        f"{rcpu:>8.2f}{nbytes / 1e6 / rcpu:>10.1f}{lines / rcpu:>11,.0f}{f'{steps:,} st':>10}"
+                        f"{rcpu:>8.2f}{nbytes / 1e6 / rcpu:>10.1f}{lines / rcpu:>11,.0f}{f'{steps:,} st':>12}"
                         f"{rrss:>13.0f}",
                         flush=True,
                     )

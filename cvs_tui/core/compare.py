@@ -513,7 +513,7 @@ def _judge(
     if abs(delta_pct) < threshold_pct:
         return NO_CHANGE, f"significant but below the {threshold_pct:g} % practical threshold"
     worse = delta > 0 if better == "lower" else delta < 0
-    return (REGRESSED if worse else IMPROVED), ""
+    return (REGRESSED if worse else IMPROVED), f"band excludes 0 and |Δ| ≥ {threshold_pct:g} %"
 
 
 def _pct(x: float, base: float) -> float | None:
@@ -860,7 +860,11 @@ def fmt_value(x: float | None, unit: str = "") -> str:
     if unit == "loss":
         return f"{x:.4f}"
     a = abs(x)
-    return f"{x:,.0f}" if a >= 1000 else (f"{x:.1f}" if a >= 10 else f"{x:.3f}")
+    if a >= 1000:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3f}" if a >= 1 or x == 0 else f"{x:.3g}"
 
 
 def fmt_pct(x: float | None, signed: bool = True) -> str:

@@ -384,7 +384,7 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
     else:
         stages.append(PlannedStage(name="teardown", enabled=True, reason=f"remove {container_name}"))
 
-    return Plan(
+    plan = Plan(
         run_id=run_id,
         config_path=str(loaded.path),
         threshold_path=str(loaded.threshold_path),
@@ -426,6 +426,22 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         warnings=list(loaded.warnings),
         preflight_errors=list(loaded.preflight_errors),
     )
+    # `{run_dir}` (left by the loader) is the run folder, known only now.
+    run_dir = str(Path(out_dir).resolve())
+    return Plan.model_validate(_replace_deep(plan.model_dump(), RUN_DIR_PLACEHOLDER, run_dir))
+
+
+RUN_DIR_PLACEHOLDER = "{run_dir}"
+
+
+def _replace_deep(node: Any, old: str, new: str) -> Any:
+    if isinstance(node, str):
+        return node.replace(old, new)
+    if isinstance(node, dict):
+        return {k: _replace_deep(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_replace_deep(v, old, new) for v in node]
+    return node
 
 
 def _preflight_reason(loaded: LoadedConfig, cluster: Cluster) -> str:

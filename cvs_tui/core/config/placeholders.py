@@ -18,6 +18,8 @@ from cvs_tui.core.config.problems import Problems, jpath
 
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z0-9_.\-]+)\}")
 USER_ID = "user-id"
+# `{run_dir}` is the run folder; it exists only once a run starts, so the plan fills it in, not the loader.
+RUN_DIR = "run_dir"
 
 # Subtrees whose strings are not substituted: error_patterns hold regexes (`\d{3}` is not a placeholder).
 SKIP_TOP_LEVEL = frozenset({"error_patterns"})
@@ -68,6 +70,8 @@ class _Resolver:
             name = m.group(1)
             if name == USER_ID:
                 return self.user
+            if name == RUN_DIR:
+                return m.group(0)
             if name.startswith("env."):
                 var = name[4:]
                 if var in self.env:
@@ -94,7 +98,7 @@ class _Resolver:
             self.problems.add(
                 where,
                 f"unknown placeholder {m.group(0)}{hint}",
-                "use {user-id}, {env.NAME}, {paths.X} or {X} where X is a key of the paths block",
+                "use {user-id}, {run_dir}, {env.NAME}, {paths.X} or {X} where X is a key of the paths block",
             )
             return m.group(0)
 

@@ -7,7 +7,6 @@ so a log and its flattened copy read the same. Numbers may print as ``nan``/``in
 from __future__ import annotations
 
 import ast
-import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -64,7 +63,6 @@ LITERAL_HEADERS: tuple[tuple[bytes, re.Pattern[bytes]], ...] = (
     (b"Per ", re.compile(rb"Per (?:train|prefill) step")),
     (b"Traceback (", re.compile(rb"Traceback \(most recent call last\):")),
 )
-_WS = frozenset(b" \t\n\r\x0b\x0c")
 
 # F-level (fatal) headers; group 1 starts at the header's first byte.
 F_GLOG = re.compile(rb"(F)\d{4} \d\d:\d\d:\d{1,12}\.\d{1,9} {1,20}\d{1,20} " + _SRC + rb"\] ")
@@ -550,7 +548,3 @@ RULES: tuple[tuple[tuple[bytes, ...], Handler | None], ...] = (
     ((b"aborting training due to",), abort),
     ((b"exit_code=",), exit_code),
 )
-
-
-def is_nonfinite(x: float | None) -> bool:
-    return x is not None and not math.isfinite(x)

@@ -37,6 +37,7 @@ from cvs_tui.core.analysis import (
 )
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     ErrorHit,
     ExitCodeEvent,
@@ -66,6 +67,7 @@ from cvs_tui.core.runner.transport import Transport, TransportError, connect_all
 from cvs_tui.core.state import RunState
 
 _EXIT_LINE = re.compile(r"EXIT_CODE=(-?\d+)")
+DOCKER_SOCKET_ARG = "docker_socket"  # container.runtime.args key: the nodes' Docker socket path
 _LINES_BATCH = 200  # raw lines per LogLinesEvent at most
 MIN_FREE_BYTES = 512 * 1024 * 1024  # free space wanted for the run folder and the nodes' output folders
 
@@ -125,6 +127,9 @@ class Suite:
         self.records: dict[str, RunRecord] = {}
         self.transports: list[Transport] = []
         self.runtimes: list[ContainerRuntime] = []
+        self._container_owner: dict[
+            int, int
+        ] = {}  # rank -> rank whose runtime launches/removes its container
         self.active: list[_NodeWatch] = []  # trainers that may still be running
         self.node_root = posixpath.dirname(plan.runs[0].base_output_directory) if plan.runs else ""
         self.scratch_root = posixpath.join(plan.paths.get("temp_dir") or self.node_root, plan.run_id)
@@ -243,14 +248,35 @@ class Suite:
             if err is not None:
                 problems.append(f"node {n.rank} ({n.host}) unreachable: {err}")
         if not problems:
-            spec = self._container_spec()
-            self.runtimes = [runtime_for(t, spec, self.plan.container_runtime) for t in self.transports]
-            problems += await self._node_checks()
+            try:
+                spec = self._container_spec()
+                kw = {"socket_path": self._docker_socket()} if self.plan.container_runtime == "docker" else {}
+                self.runtimes = [
+                    runtime_for(t, spec, self.plan.container_runtime, **kw) for t in self.transports
+                ]
+            except UserError as exc:
+                problems += exc.problems
+            else:
+                problems += await self._node_checks()
+                if not problems:
+                    problems += await self._shared_daemons()
         if problems:
             self.stage("preflight", StageState.FAILED, "; ".join(problems))
             return False
         self.stage("preflight", StageState.PASSED, f"{len(self.plan.nodes)} node(s) ready")
         return True
+
+    def _docker_socket(self) -> str | None:
+        """``container.runtime.args.docker_socket``: the Docker socket path on every node (else the default)."""
+        value = self.plan.container_args.get(DOCKER_SOCKET_ARG)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(
+                f"container.runtime.args.{DOCKER_SOCKET_ARG}: {value!r} is not a socket path; "
+                "use e.g. /var/run/docker.sock"
+            )
+        return value.strip()
 
     def _container_spec(self) -> ContainerSpec | None:
         if self.plan.container_runtime != "docker":
@@ -258,7 +284,8 @@ class Suite:
         return ContainerSpec(
             name=self.plan.container_name,
             image=self.plan.container_image,
-            args=self.plan.container_args,
+            # docker_socket says where the API is, not how to run the container
+            args={k: v for k, v in self.plan.container_args.items() if k != DOCKER_SOCKET_ARG},
             env=self.plan.runs[0].env if self.plan.runs else {},
             lifetime=self.plan.container_lifetime,
             # the run's node-side folders, same path inside and out: the node can follow the logs
@@ -301,19 +328,56 @@ class Suite:
         )
         return [p for ps in found for p in ps]
 
+    async def _shared_daemons(self) -> list[str]:
+        """Nodes whose Docker API is one daemon (two ranks on one machine) share one container.
+
+        The container name carries user and run id but not the rank, so such nodes must not each
+        create (or, per_run, replace) it: the first node of each daemon launches and removes it.
+        """
+        if self.plan.container_runtime != "docker":
+            return []
+
+        async def daemon_id(rt: ContainerRuntime) -> str:
+            # DockerRuntime has no public daemon query; _call adds the node name to any error
+            info = await rt._call("docker info", lambda d: d.system.info())  # type: ignore[attr-defined]
+            return str(info.get("ID") or "")
+
+        ids = await asyncio.gather(*(daemon_id(rt) for rt in self.runtimes), return_exceptions=True)
+        problems = [f"node {i}: {r}" for i, r in enumerate(ids) if isinstance(r, BaseException)]
+        first: dict[str, int] = {}
+        for i, d in enumerate(ids):
+            if isinstance(d, str) and d:
+                self._container_owner[i] = first.setdefault(d, i)
+        return problems
+
+    def _owns_container(self, rank: int) -> bool:
+        return self._container_owner.get(rank, rank) == rank
+
     # -- container and set-up stages ----------------------------------------------------------------------
     async def _launch(self) -> bool:
         if not self.plan.stage("launch_container").enabled:
             self.stage("launch_container", StageState.SKIPPED, self.plan.stage("launch_container").reason)
             return True
         self.stage("launch_container", StageState.RUNNING)
-        res = await asyncio.gather(*(rt.launch() for rt in self.runtimes), return_exceptions=True)
-        bad = [f"node {i}: {r}" for i, r in enumerate(res) if isinstance(r, BaseException)]
+        owners = [i for i in range(len(self.runtimes)) if self._owns_container(i)]
+        res = dict(
+            zip(
+                owners,
+                await asyncio.gather(*(self.runtimes[i].launch() for i in owners), return_exceptions=True),
+                strict=True,
+            )
+        )
+        bad = [f"node {i}: {r}" for i, r in res.items() if isinstance(r, BaseException)]
         if bad:
             self.stage("launch_container", StageState.FAILED, "; ".join(bad))
             return False
         self.stage(
-            "launch_container", StageState.PASSED, ", ".join(f"node {i}: {r}" for i, r in enumerate(res))
+            "launch_container",
+            StageState.PASSED,
+            ", ".join(
+                f"node {i}: {res[i]}" if i in res else f"node {i}: shares node {self._container_owner[i]}'s"
+                for i in range(len(self.runtimes))
+            ),
         )
         return True
 
@@ -734,8 +798,15 @@ class Suite:
         if self.active:
             await self._stop_trainers(self.active)
             self.active = []
-        res = await asyncio.gather(*(rt.teardown() for rt in self.runtimes), return_exceptions=True)
-        for i, r in enumerate(res):
+        owners = [i for i in range(len(self.runtimes)) if self._owns_container(i)]
+        res = dict(
+            zip(
+                owners,
+                await asyncio.gather(*(self.runtimes[i].teardown() for i in owners), return_exceptions=True),
+                strict=True,
+            )
+        )
+        for i, r in res.items():
             if isinstance(r, BaseException):
                 problems.append(f"node {i}: {r}")
             elif r is False:
@@ -777,8 +848,6 @@ def _failed_metrics(rec: RunRecord) -> str:
 
 def _completed_runs(run_dir: Path) -> dict[str, RunRecord]:
     """Runs of an earlier attempt that completed (kept by --resume)."""
-    from cvs_tui.core.errors import UserError
-
     path = run_dir / "results.json"
     if not path.exists():
         raise UserError(f"--resume {run_dir}: no results.json there; give a cvs-tui run folder")

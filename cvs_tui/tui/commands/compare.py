@@ -141,13 +141,14 @@ def render(report: cmp.CompareReport, console: Console) -> None:
         console.print(t)
         console.print(Text.assemble("loss per step: ", _verdict(rc.loss.verdict), f"  {rc.loss.reason}"))
         for ex in rc.excluded:
-            steps = ", ".join(f"{s}" for s, _ in ex.excluded) or "none"
+            warm = [str(s) for s, why in ex.excluded if why.startswith("warm-up")]
+            head = f"{ex.side} {ex.run}: {ex.clean_steps} clean steps"
             console.print(
-                Text(f"{ex.side} {ex.run}: {ex.clean_steps} clean steps; excluded: {steps}", style="dim")
+                Text(head + (f"; warm-up excluded: {', '.join(warm)}" if warm else ""), style="dim")
             )
             for s, why in ex.excluded:
                 if not why.startswith("warm-up"):
-                    console.print(Text(f"    step {s}: {why}", style="dim"))
+                    console.print(Text(f"    step {s} excluded: {why}", style="dim"))
         for n in rc.notes:
             console.print(Text(f"note: {n}", style="dim"))
         console.print()

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Stand-in trainer for the run-engine tests (orchestration, not training).
+#
+# The engine tests are about how cvs-tui launches, follows, judges and stops a trainer on real nodes
+# (SSH, Docker), so this POSIX sh script takes MaxText's place: the busybox test image has no Python
+# and real MaxText end to end is covered by its own tests. It is started exactly as MaxText is
+# (`$PYTHON SCRIPT YAML`, here `sh standin_trainer.sh maxtext.nodeN.yml`) and prints MaxText-format
+# lines (System Information, Num_devices, Per train step, `completed step:` with a falling loss).
+#
+# CVS_STANDIN_MODE (container.env) picks the behaviour:
+#   clean   every step, exit 0
+#   crash   a few steps, then exit 3 without any error line
+#   fatal   rank 1 prints a JAX distributed-service fatal line and exits 1; other ranks wait for the
+#           coordinator that never answers (sleep) like real victims
+#   hang    a few steps, then no output ever again
+#   nan     a few steps, then a NaN loss, "Aborting training due to NaN loss." and exit 1
+#   slow    every step, CVS_STANDIN_STEP_SLEEP seconds apart (default 0.05)
+# Every mode first dumps its environment and its YAML between markers, so tests can check what
+# reached the node.
+set -u
+CONFIG=${1:?usage: standin_trainer.sh MAXTEXT_YAML}
+MODE=${CVS_STANDIN_MODE:-clean}
+RANK=${NODE_RANK:-0}
+SLEEP=${CVS_STANDIN_STEP_SLEEP:-0.05}
+STEPS=$(sed -n 's/^steps: *\([0-9][0-9]*\).*/\1/p' "$CONFIG" | head -n 1)
+STEPS=${STEPS:-10}
+
+ts() { date -u +%H:%M:%S.000000; }
+info() { printf 'I1130 %s 140000000000001 %s] %s\n' "$(ts)" "$1" "$2"; }
+
+echo "STANDIN ENV BEGIN"
+env | sort
+echo "STANDIN ENV END"
+echo "STANDIN YAML BEGIN"
+cat "$CONFIG"
+echo "STANDIN YAML END"
+info max_utils.py:835 "System Information: Jax Version: 0.0.0-standin"
+info max_utils.py:837 "System Information: Jax Backend: cpu"
+info maxtext_utils.py:2098 "Num_devices: 1, shape (1, 1, 1)"
+echo "Per train step:"
+echo " Total TFLOPs: 0.00 "
+echo " split as 95.24% learnable weight flops and 4.76% attention flops"
+
+step=0
+loss=8000  # thousandths
+while [ "$step" -lt "$STEPS" ]; do
+  if [ "$MODE" = crash ] && [ "$step" -eq 3 ]; then exit 3; fi
+  if [ "$MODE" = hang ] && [ "$step" -eq 3 ]; then
+    while :; do sleep 3600; done
+  fi
+  if [ "$MODE" = fatal ] && [ "$step" -eq 3 ]; then
+    if [ "$RANK" = 1 ]; then
+      printf 'F1130 %s 140000000000001 client.cc:101] Terminating process because the JAX distributed service detected fatal errors. This most likely indicates that another task died; see the other task logs for more details.\n' "$(ts)"
+      exit 1
+    fi
+    while :; do sleep 3600; done
+  fi
+  if [ "$MODE" = nan ] && [ "$step" -eq 3 ]; then
+    info metric_logger.py:265 "completed step: $step, seconds: 0.050, TFLOP/s/device: 1.0, Tokens/s/device: 1000.0, total_weights: 256, loss: nan, lm_loss: nan, perplexity: nan"
+    info metric_logger.py:349 "Aborting training due to NaN loss."
+    exit 1
+  fi
+  l=$(printf '%d.%03d' $((loss / 1000)) $((loss % 1000)))
+  info metric_logger.py:265 "completed step: $step, seconds: 0.050, TFLOP/s/device: 1.0, Tokens/s/device: 1000.0, total_weights: 256, loss: $l, lm_loss: $l, perplexity: 2980.958"
+  loss=$((loss - 100))
+  step=$((step + 1))
+  sleep "$SLEEP"
+done
+exit 0
