@@ -230,3 +230,13 @@ def test_card_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "no results.json" in capsys.readouterr().err
     assert main(["card", "validate", str(tmp_path / "missing.yaml")]) == 2
     assert "no such card file" in capsys.readouterr().err
+
+
+def test_unknown_precision_is_refused_not_guessed(tmp_path: Path) -> None:
+    res = _single(tmp_path)
+    data = json.loads(res.read_text())
+    data["runs"][0]["key"] = "custom-sweep"
+    data["config_path"] = str(tmp_path / "gone.json")
+    res.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="precision unknown"):
+        build_card([load_card_source(res)])

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from _analysis_samples import FIXTURES, write_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cvs_tui.core.cluster import cluster_from_nodes_arg
 from cvs_tui.core.config.loader import load_config
@@ -205,3 +207,20 @@ def test_binary_file_with_a_private_value_is_reported(tmp_path: Path) -> None:
     report = scrub_files([d], build_context(environ={}), out_dir=tmp_path / "out")
     assert not report.clean and report.leftovers[0].endswith(" ip")
     assert json.dumps(report.replaced) == "{}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    ip=st.ip_addresses(v=4).filter(
+        lambda a: not (a.is_loopback or a.is_unspecified or str(a).startswith("0."))
+    ),
+    host=st.from_regex(r"[a-z][a-z0-9]{2,8}-[0-9]{1,3}", fullmatch=True),
+    filler=st.text(alphabet="abcdefghij ,;:()=", max_size=40),
+)
+def test_scrubbed_text_never_keeps_the_value(ip, host: str, filler: str) -> None:
+    sc = Scrubber(build_context(deny_terms=[host], environ={}))
+    text = f"{filler} {ip} {filler} {host}:{filler} {host.upper()}"
+    out = sc.scrub_text(text)
+    assert str(ip) not in out and host not in out.lower()
+    assert sc.check_text(out) == []
+    assert sc.scrub_text(out) == out  # scrubbing is idempotent

@@ -274,8 +274,11 @@ def _perf_items(sweeps: list[_Sweep]) -> dict[str, PerfLeaf]:
         variants: dict[str, PerfVariant] = {}
         dates: dict[str, dt.date] = {}
         for s in sorted(group, key=lambda s: s.date):
-            if s.workload.precision is None:
-                continue  # a leaf needs its precision; the run cannot be placed
+            if s.workload.precision is None:  # a variant is keyed by its precision: refuse, don't guess
+                raise UserError(
+                    f"{s.src.label}: run {s.run.key!r}: precision unknown (bf16 or fp8 expected); pass the "
+                    "run's config with --config, or leave this result out"
+                )
             p = s.workload.precision
             w = s.workload
             key = (

@@ -561,7 +561,18 @@ class Scrubber:
         return self._table[key]
 
     def scrub_text(self, text: str, *, markup: bool = False) -> str:
-        """``text`` with every private value replaced; ``markup`` escapes the placeholder for HTML/XML."""
+        """``text`` with every private value replaced; ``markup`` escapes the placeholder for HTML/XML.
+
+        Replacing a value can expose a new match at its edge (`host::b` leaves `>::b`, an IPv6 address),
+        so passes repeat until nothing is found (a few at most)."""
+        for _ in range(8):
+            out = self._scrub_once(text, markup)
+            if out == text:
+                break
+            text = out
+        return text
+
+    def _scrub_once(self, text: str, markup: bool) -> str:
         parts: list[str] = []
         pos = 0
         for h in self._detector.hits(text, "log"):

@@ -7,20 +7,23 @@
 # (`$PYTHON SCRIPT YAML`, here `sh standin_trainer.sh maxtext.nodeN.yml`) and prints MaxText-format
 # lines (System Information, Num_devices, Per train step, `completed step:` with a falling loss).
 #
-# CVS_STANDIN_MODE (container.env) picks the behaviour:
+# The behaviour comes from `standin_mode` in the YAML (a sweep override) or CVS_STANDIN_MODE (env):
 #   clean   every step, exit 0
-#   crash   a few steps, then exit 3 without any error line
-#   fatal   rank 1 prints a JAX distributed-service fatal line and exits 1; other ranks wait for the
-#           coordinator that never answers (sleep) like real victims
-#   hang    a few steps, then no output ever again
-#   nan     a few steps, then a NaN loss, "Aborting training due to NaN loss." and exit 1
-#   slow    every step, CVS_STANDIN_STEP_SLEEP seconds apart (default 0.05)
+#   crash   after 3 steps the failing rank exits 3 without any error line
+#   fatal   after 3 steps the failing rank prints a JAX distributed-service fatal line and exits 1
+#   hang    after 3 steps no rank prints anything ever again
+#   nan     at step 3 every rank logs a NaN loss, "Aborting training due to NaN loss." and exits 1
+# CVS_STANDIN_FAIL_RANK (default 1) is the failing rank of crash/fatal; the other ranks then wait
+# forever, as real ranks wait on a collective with a dead peer. CVS_STANDIN_STEP_SLEEP (default 0.05)
+# is the pause between steps (raise it for a slowly streaming run).
 # Every mode first dumps its environment and its YAML between markers, so tests can check what
 # reached the node.
 set -u
 CONFIG=${1:?usage: standin_trainer.sh MAXTEXT_YAML}
-MODE=${CVS_STANDIN_MODE:-clean}
+MODE=$(sed -n 's/^standin_mode: *\([a-z]*\).*/\1/p' "$CONFIG" | head -n 1)
+MODE=${MODE:-${CVS_STANDIN_MODE:-clean}}
 RANK=${NODE_RANK:-0}
+FAIL_RANK=${CVS_STANDIN_FAIL_RANK:-1}
 SLEEP=${CVS_STANDIN_STEP_SLEEP:-0.05}
 STEPS=$(sed -n 's/^steps: *\([0-9][0-9]*\).*/\1/p' "$CONFIG" | head -n 1)
 STEPS=${STEPS:-10}
@@ -29,7 +32,7 @@ ts() { date -u +%H:%M:%S.000000; }
 info() { printf 'I1130 %s 140000000000001 %s] %s\n' "$(ts)" "$1" "$2"; }
 
 echo "STANDIN ENV BEGIN"
-env | sort
+env  # unsorted: a multi-line value stays in one piece
 echo "STANDIN ENV END"
 echo "STANDIN YAML BEGIN"
 cat "$CONFIG"
@@ -44,12 +47,15 @@ echo " split as 95.24% learnable weight flops and 4.76% attention flops"
 step=0
 loss=8000  # thousandths
 while [ "$step" -lt "$STEPS" ]; do
-  if [ "$MODE" = crash ] && [ "$step" -eq 3 ]; then exit 3; fi
+  if [ "$MODE" = crash ] && [ "$step" -eq 3 ]; then
+    if [ "$RANK" = "$FAIL_RANK" ]; then exit 3; fi
+    while :; do sleep 3600; done
+  fi
   if [ "$MODE" = hang ] && [ "$step" -eq 3 ]; then
     while :; do sleep 3600; done
   fi
   if [ "$MODE" = fatal ] && [ "$step" -eq 3 ]; then
-    if [ "$RANK" = 1 ]; then
+    if [ "$RANK" = "$FAIL_RANK" ]; then
       printf 'F1130 %s 140000000000001 client.cc:101] Terminating process because the JAX distributed service detected fatal errors. This most likely indicates that another task died; see the other task logs for more details.\n' "$(ts)"
       exit 1
     fi

@@ -104,6 +104,7 @@ class _NodeWatch:
     partial: bytes = b""
     tailer: LogTailer | None = None
     state: NodeState = NodeState.STARTING
+    stopping: bool = False  # cvs-tui is stopping it (a victim of another node, a hang, Ctrl-C)
 
 
 class Suite:
@@ -127,9 +128,8 @@ class Suite:
         self.records: dict[str, RunRecord] = {}
         self.transports: list[Transport] = []
         self.runtimes: list[ContainerRuntime] = []
-        self._container_owner: dict[
-            int, int
-        ] = {}  # rank -> rank whose runtime launches/removes its container
+        # rank -> the rank whose runtime launches and removes the container it runs in
+        self._container_owner: dict[int, int] = {}
         self.active: list[_NodeWatch] = []  # trainers that may still be running
         self.node_root = posixpath.dirname(plan.runs[0].base_output_directory) if plan.runs else ""
         self.scratch_root = posixpath.join(plan.paths.get("temp_dir") or self.node_root, plan.run_id)
@@ -216,12 +216,11 @@ class Suite:
 
     def _skip_rest(self, why: str) -> None:
         done = {s.name for s in self.state.stages.values() if s.state != StageState.PENDING}
-        for s in self.plan.stages:
-            if s.name not in done and s.name not in ("report", "teardown"):
-                self.stage(s.name, StageState.SKIPPED, why)
-        for pr in self.plan.runs:
-            name = "smoke" if pr.kind == "smoke" else f"run:{pr.key}"
-            if pr.kind == "sweep" and name not in done:
+        names = [s.name for s in self.plan.stages] + [
+            f"run:{pr.key}" for pr in self.plan.runs if pr.kind == "sweep"
+        ]
+        for name in dict.fromkeys(names):  # each stage once, in plan order
+            if name not in done and name not in ("report", "teardown"):
                 self.stage(name, StageState.SKIPPED, why)
 
     # -- preflight ---------------------------------------------------------------------------------------
@@ -267,7 +266,7 @@ class Suite:
         return True
 
     def _docker_socket(self) -> str | None:
-        """``container.runtime.args.docker_socket``: the Docker socket path on every node (else the default)."""
+        """``container.runtime.args.docker_socket``: the Docker socket on every node (else the default)."""
         value = self.plan.container_args.get(DOCKER_SOCKET_ARG)
         if value is None:
             return None
@@ -289,7 +288,7 @@ class Suite:
             env=self.plan.runs[0].env if self.plan.runs else {},
             lifetime=self.plan.container_lifetime,
             # the run's node-side folders, same path inside and out: the node can follow the logs
-            extra_binds=[d for d in (self.node_root, self.scratch_root) if d],
+            extra_binds=[f"{d}:{d}" for d in (self.node_root, self.scratch_root) if d],
             labels={"cvs-tui.run-id": self.plan.run_id, "cvs-tui.user": self.plan.user},
         )
 
@@ -666,9 +665,13 @@ class Suite:
         finally:
             still = [w for w in watches if w.exit_code is None and not w.lost]
             if still:
+                for w in still:
+                    w.stopping = True  # their exit status is ours (TERM), not a failure of theirs
                 await self._stop_trainers(still)
                 for w in still:
-                    self._node_status(pr.key, w.rank, NodeState.STOPPED, "stopped by cvs-tui")
+                    if w.state is not NodeState.STOPPED:
+                        w.state = NodeState.STOPPED
+                        self._node_status(pr.key, w.rank, NodeState.STOPPED, "stopped by cvs-tui")
                 await self._wait_exit(still, 20.0)
             for w in watches:
                 if w.tailer is not None:
@@ -773,6 +776,9 @@ class Suite:
         if code == 0 and w.first_fatal_at is None:
             w.state = NodeState.DONE
             self._node_status(pr.key, w.rank, NodeState.DONE, "exit 0")
+        elif w.stopping and w.first_fatal_at is None:
+            w.state = NodeState.STOPPED
+            self._node_status(pr.key, w.rank, NodeState.STOPPED, f"stopped by cvs-tui (exit {code})")
         elif w.state is not NodeState.FAILED:
             w.state = NodeState.FAILED
             self._node_status(pr.key, w.rank, NodeState.FAILED, f"exit {code}")

@@ -156,5 +156,6 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
         return 130
     if task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
-    print(f"report: {run_dir / 'report.html'}")
+    if ui:  # the headless console has printed it already
+        print(f"report: {run_dir / 'report.html'}")
     return 0 if suite.results_passed() else 1

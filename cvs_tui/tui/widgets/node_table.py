@@ -78,7 +78,7 @@ class NodeTable(Widget, can_focus=True):
         self._strips: dict[tuple[int, int, bool], Strip] = {}  # (rank, width, cursor) -> rendered row
         self.cursor = 0
         self.top = 0  # first row shown
-        self._context: tuple[RunView, float | None, int | None, bool] | None = None
+        self._row_context: tuple[RunView, float | None, int | None, bool] | None = None
         self._stale: set[int] = set()  # rows whose text may be out of date (formatted when shown)
 
     # -- data ----------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ class NodeTable(Widget, can_focus=True):
             self._strips.clear()
             self._ranks = []
             self.cursor = self.top = 0
-        self._context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only)
+        self._row_context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only)
         changed = False
         ranks = sorted(rv.nodes)
         if ranks != self._ranks:
@@ -118,10 +118,10 @@ class NodeTable(Widget, can_focus=True):
 
     def _ensure_cells(self, rank: int) -> bool:
         """Format a row if the run moved since it was last formatted. Returns whether its text changed."""
-        if rank not in self._stale or self._context is None:
+        if rank not in self._stale or self._row_context is None:
             return False
         self._stale.discard(rank)
-        rv, median, root, ascii_only = self._context
+        rv, median, root, ascii_only = self._row_context
         cells = self._row_cells(rv, rank, median, root, ascii_only)
         if self._cells.get(rank) == cells:
             return False

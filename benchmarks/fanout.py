@@ -1,0 +1,172 @@
+"""Fan-out: many nodes streaming at once through the live path; core CPU use and line -> event latency.
+
+    python benchmarks/fanout.py [--nodes 64] [--rate 20] [--seconds 20]
+
+Needs the test infrastructure (``.ci/infra.sh up``; reads ``$CVS_TEST_ROOT/env``, default
+``/tmp/cvs-ci/env``). Each emulated node is one SSH connection (asyncssh) to the loopback sshd nodes
+(127.0.0.2, 127.0.0.3, ... in turn), so 64 nodes are 64 connections, 32 per sshd with two nodes up.
+A separate writer process appends a MaxText step line to each node's file ``--rate`` times a second
+(staggered across nodes) and records when it wrote each one. This process follows every file the
+way a live run does: one :class:`LogTailer` per node (``tail -c +N -F`` over SSH), each chunk
+appended to a run-folder copy, fed to a :class:`NodeLogParser`, every parser event folded into a
+:class:`RunState` and published on an :class:`EventBus` that writes ``events.jsonl``.
+
+Printed: CPU time of this process (``resource.getrusage``, user + system) over the streaming window,
+as a share of one core, per node and per line; and the latency from a line's write to its
+``StepEvent`` in the core, p50/p95/max (the nodes share this machine's monotonic clock). The remote
+``tail`` and sshd processes are the nodes' cost, not counted here. Upstream CVS reads nodes one after
+another every 60 s: its latency is 60-120 s by design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _runner_infra import load_infra
+
+from cvs_tui.core.bus import EventBus
+from cvs_tui.core.events import NodeLogEvent, StepEvent
+from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.runner.tail import LogTailer
+from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.state import RunState
+
+# The writer runs as its own process so that its work is not counted as the core's.
+WRITER = r"""
+import json, sys, time
+paths, rate, seconds, out = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+n = len(paths)
+files = [open(p, "ab", buffering=0) for p in paths]
+period = 1.0 / rate
+t0 = time.monotonic() + 0.2
+written = [[] for _ in paths]
+steps = int(seconds * rate)
+due = sorted((t0 + s * period + i * period / n, i, s) for i in range(n) for s in range(steps))
+for at, i, s in due:
+    delay = at - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    line = (
+        "I1130 12:00:00.000000 140000000000001 metric_logger.py:265] completed step: %d, seconds: 0.050, "
+        "TFLOP/s/device: 1.0, Tokens/s/device: 1000.0, total_weights: 256, loss: 3.000, lm_loss: 3.000, "
+        "perplexity: 20.086\n" % s
+    )
+    files[i].write(line.encode())
+    written[i].append(time.monotonic())
+with open(out, "w") as f:
+    json.dump(written, f)
+"""
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--rate", type=float, default=20.0, help="lines per second per node")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    args = ap.parse_args()
+    infra = load_infra()
+    if infra is None:
+        print("test infrastructure not up: run `bash .ci/infra.sh up` first", file=sys.stderr)
+        return 2
+    d = Path(infra.scratch) / f"fanout-{uuid.uuid4().hex[:8]}"
+    d.mkdir(parents=True)
+    shutil.chown(d, infra.user, infra.user)
+    local = Path(tempfile.mkdtemp(prefix="cvs-fanout-"))
+    paths = [str(d / f"node{i}.log") for i in range(args.nodes)]
+    for p in paths:
+        Path(p).write_bytes(b"")
+    transports = [
+        SSHTransport(
+            infra.nodes[i % len(infra.nodes)],
+            port=infra.port,
+            user=infra.user,
+            key_file=infra.key,
+            known_hosts=infra.known_hosts,
+        )
+        for i in range(args.nodes)
+    ]
+    expected = int(args.seconds * args.rate)
+    arrived: list[dict[int, float]] = [{} for _ in range(args.nodes)]
+    bus = EventBus(local / "events.jsonl")
+    state = RunState()
+    tailers = [LogTailer(t, p) for t, p in zip(transports, paths, strict=True)]
+
+    async def follow(i: int) -> None:
+        parser = NodeLogParser()
+        copy = local / f"node{i}.log"
+        async for chunk in tailers[i].chunks():
+            with copy.open("ab") as fh:  # the run folder's byte-for-byte copy, as the live run keeps it
+                fh.write(chunk)
+            for ev in parser.feed(chunk):
+                wrapped = NodeLogEvent(run="fanout", node=i, event=ev)
+                state.apply(wrapped)
+                bus.publish(wrapped)
+                if isinstance(ev, StepEvent):
+                    arrived[i][ev.step] = time.monotonic()
+            if len(arrived[i]) >= expected:
+                tailers[i].stop()
+
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(t.connect() for t in transports))
+        print(
+            f"{args.nodes} nodes: {args.nodes} SSH connections to {', '.join(infra.nodes)} port {infra.port} "
+            f"(connected in {time.perf_counter() - t0:.1f} s); {args.rate:g} lines/s per node for "
+            f"{args.seconds:g} s = {args.nodes * expected} lines"
+        )
+        readers = [asyncio.create_task(follow(i)) for i in range(args.nodes)]
+        await asyncio.sleep(1.0)  # every stream open before the first line
+        out = local / "written.json"
+        ru0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", WRITER, json.dumps(paths), str(args.rate), str(args.seconds), str(out)
+        )
+        await writer.wait()
+        await asyncio.wait_for(asyncio.gather(*readers), 60)
+        ru1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        written = json.loads(out.read_text())
+    finally:
+        bus.close()
+        for t in transports:
+            await t.close()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(local, ignore_errors=True)
+
+    lat = [arrived[i][s] - written[i][s] for i in range(args.nodes) for s in range(expected)]
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    wall = w1 - w0
+    lines = args.nodes * expected
+    got = sum(len(a) for a in arrived)
+    print(f"events: {got} step events received for {lines} lines written")
+    print(
+        f"core CPU: {cpu:.2f} s over {wall:.1f} s = {100 * cpu / wall:.1f}% of one core "
+        f"({100 * cpu / wall / args.nodes:.2f}% per node, {1e6 * cpu / lines:.0f} us per line); "
+        f"max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
+    )
+    print(
+        f"line -> event latency: p50 {1000 * pct(lat, 50):.1f} ms, p95 {1000 * pct(lat, 95):.1f} ms, "
+        f"max {1000 * max(lat):.1f} ms (upstream CVS: 60-120 s)"
+    )
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
