@@ -143,15 +143,15 @@ def test_config_copy_copies_thresholds(tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == 2 and "no shipped config" in err
 
 
-def test_run_refuses_until_the_run_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_config(tmp_path, make_single)
-    rc, _, err = run_cli(capsys, str(path))
-    assert rc == 2 and "run engine" in err
+def test_run_refuses_a_tagged_image_before_touching_a_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tagged = write_config(
         tmp_path / "t", lambda c: (make_single(c), c["container"].update(image="i <changeme>"))
     )
-    rc, _, err = run_cli(capsys, "run", str(tagged))
+    rc, _, err = run_cli(capsys, "run", str(tagged), "--out", str(tmp_path / "run"))
     assert rc == 2 and "container.image" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was created or launched
 
 
 def test_installed_console_script(tmp_path: Path) -> None:

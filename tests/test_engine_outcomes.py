@@ -95,11 +95,6 @@ def test_silent_crash_fails_naming_exit_code(tmp_path: Path) -> None:
         remove_scratch_tree(s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analysis.decide_outcome names the lowest rank with a non-zero exit (here the victim stopped "
-    "with 143), not the root cause the live run found (rank 1, which exited 3 first)",
-)
 def test_silent_crash_root_cause_is_the_crashed_node(tmp_path: Path) -> None:
     s = make_setup(tmp_path, env={"CVS_STANDIN_MODE": "crash", "CVS_STANDIN_FAIL_RANK": "1"})
     try:

@@ -245,7 +245,8 @@ def decide_outcome(
         return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
     bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
     if bad:
-        node, code = bad[0]
+        # a live run knows which node failed first; the others were stopped as its victims
+        node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
         return RunOutcome.FAILED, f"node {node} exited with code {code}", node
     if outcome is RunOutcome.FAILED:
         return outcome, reason or "the run failed", root_cause_node
