@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from _runner_infra import needs_infra
 from engine_fixtures.helpers import (
     SWEEP,
