@@ -17,6 +17,7 @@ from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results, write_results
+from cvs_tui.tui.publish import add_public_options, publish
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -45,6 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="the run the logs belong to: a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF "
         "(needed when the config selects several runs and the logs are not a run folder)",
     )
+    add_public_options(p)
     p.set_defaults(handler=run)
 
 
@@ -72,4 +74,5 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
     print_summary(results, paths)
-    return 0 if results.passed else 1
+    clean = publish(out, args, loaded=loaded, results=results)
+    return 0 if results.passed and clean else 1

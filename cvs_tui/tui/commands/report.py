@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
+from cvs_tui.tui.publish import add_public_options, publish
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -18,6 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("results", metavar="RESULTS", help="a results.json written by a run or by `analyze`")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the results file's folder)")
+    add_public_options(p)
     p.set_defaults(handler=run)
 
 
@@ -28,4 +30,5 @@ def run(args: argparse.Namespace) -> int:
     for kind, p in paths.items():
         print(f"  {kind:6} {p}")
     print(f"{'PASS' if results.passed else 'FAIL'}  overall")
-    return 0 if results.passed else 1
+    clean = publish(out, args, results=results)
+    return 0 if results.passed and clean else 1

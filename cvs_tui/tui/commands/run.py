@@ -19,6 +19,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.runner.pipeline import RunOptions, Suite
 from cvs_tui.tui.commands.plan import add_target_args, load_target
+from cvs_tui.tui.publish import add_public_options, publish
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action="store_true",
         help="do not verify SSH host keys (only on networks you trust)",
     )
+    add_public_options(p)
     d = RunOptions()
     p.add_argument(
         "--compile-allowance",
@@ -71,7 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.resume) if args.resume else (Path(args.out) if args.out else None)
-    loaded, _cluster, plan = load_target(args, out_dir=out_dir)
+    loaded, cluster, plan = load_target(args, out_dir=out_dir)
     if plan.preflight_errors:
         raise UserError(plan.preflight_errors)
     if args.no_host_key_check:
@@ -96,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
         resume=run_dir if args.resume else None,
     )
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty()
-    return asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args))
+    rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args))
+    if rc in (0, 1) and not publish(run_dir, args, loaded=loaded, cluster=cluster):
+        return 1
+    return rc
 
 
 async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, args) -> int:  # type: ignore[no-untyped-def]

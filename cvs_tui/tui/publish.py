@@ -1,0 +1,70 @@
+"""`--public` for `run`, `analyze` and `report`: a scrubbed copy of every artefact, ready to share.
+
+The run folder keeps the originals (nothing is lost); `<run folder>/public/` gets the same files with
+hosts, addresses, users, home and cluster paths, buckets and tokens replaced by stable placeholders, and
+is re-checked: any leftover makes the command fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cvs_tui.core.privacy import build_context, scrub_run_folder
+
+PUBLIC_DIR = "public"
+
+
+def add_public_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help=f"also write a scrubbed copy of every artefact into <out>/{PUBLIC_DIR}/ (no hosts, IPs, "
+        "users, home paths, buckets or tokens)",
+    )
+    p.add_argument(
+        "--deny-term",
+        action="append",
+        default=[],
+        metavar="T",
+        help="with --public: a further private term (site or project name); repeatable",
+    )
+    p.add_argument(
+        "--denylist",
+        action="append",
+        default=[],
+        metavar="F",
+        help="with --public: a file of private terms, one per line",
+    )
+
+
+def publish(
+    run_dir: Path, args: argparse.Namespace, *, loaded: Any = None, cluster: Any = None, results: Any = None
+) -> bool:
+    """Write ``run_dir/public``; True when it is clean (or --public was not given)."""
+    if not getattr(args, "public", False):
+        return True
+    ctx = build_context(
+        loaded=loaded,
+        cluster=cluster,
+        results=results,
+        deny_terms=args.deny_term,
+        denylist_files=args.denylist,
+    )
+    dest = run_dir / PUBLIC_DIR
+    with tempfile.TemporaryDirectory(dir=run_dir) as tmp:
+        work = Path(tmp) / "copy"
+        shutil.copytree(run_dir, work, ignore=shutil.ignore_patterns(PUBLIC_DIR, Path(tmp).name))
+        report = scrub_run_folder(work, ctx)
+        if dest.exists():
+            shutil.rmtree(dest)
+        work.rename(dest)
+    n = sum(report.replaced.values())
+    print(f"public copy: {dest} ({n} private value(s) replaced)")
+    for line in report.leftovers:
+        print(f"cvs-tui: private value left in the public copy: {line}", file=sys.stderr)
+    return report.clean
