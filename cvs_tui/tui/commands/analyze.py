@@ -9,11 +9,14 @@ Exit 0 when nothing failed, 1 when anything failed, 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cvs_tui.core.analysis import analyze_paths
-from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results, write_results
@@ -46,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="the run the logs belong to: a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF "
         "(needed when the config selects several runs and the logs are not a run folder)",
     )
+    p.add_argument("--no-ui", action="store_true", help="print the summary only, even in a terminal")
+    p.add_argument("--no-mouse", action="store_true", help="terminal UI without mouse support")
+    p.add_argument("--ascii", action="store_true", help="ASCII-only drawing characters")
     add_public_options(p)
     p.set_defaults(handler=run)
 
@@ -75,4 +81,34 @@ def run(args: argparse.Namespace) -> int:
     paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
+    if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():
+        _show(loaded, results, args, paths)
     return 0 if results.passed and clean else 1
+
+
+def _show(loaded: LoadedConfig, results: Results, args: argparse.Namespace, paths: dict[str, Path]) -> None:
+    """The finished run in the same screens a live run uses."""
+    from cvs_tui.core.analysis import resolve_log_inputs
+    from cvs_tui.core.replay import replay_events
+    from cvs_tui.tui.app import run_tui
+
+    events = replay_events(
+        loaded,
+        results,
+        resolve_log_inputs(loaded, args.logs, args.run),
+        results_path=paths["results"],
+        report_path=paths.get("html"),
+    )
+
+    async def source() -> AsyncIterator[object]:
+        for ev in events:
+            yield ev
+
+    asyncio.run(
+        run_tui(
+            source(),  # type: ignore[arg-type]
+            title=f"cvs-tui analyze  {Path(loaded.path).name}",
+            mouse=not args.no_mouse,
+            ascii=args.ascii,
+        )
+    )

@@ -1,0 +1,63 @@
+"""A finished run replayed as events: the same state, the same screens as a live run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cvs_tui.core.analysis import analyze_paths, resolve_log_inputs
+from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.events import RunOutcome
+from cvs_tui.core.replay import replay_events
+from cvs_tui.core.state import RunState
+from cvs_tui.tui.app import CvsApp
+from cvs_tui.tui.screens.verdicts import VerdictsScreen
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "maxtext"
+CONFIG = ROOT / "configs" / "local" / "cpu_jaxmaxtext_tiny-llama_single.json"
+
+
+@pytest.fixture
+def analysed(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CVS_TUI_MAXTEXT_PYTHON", "/usr/bin/python3")
+    loaded = load_config(CONFIG)
+    key = json.loads(CONFIG.read_text())["runs"][0]
+    logs = [str(FIX / "single_20steps.log")]
+    results = analyze_paths(loaded, logs, key)
+    return loaded, results, resolve_log_inputs(loaded, logs, key)
+
+
+def test_replay_folds_into_the_same_run(analysed) -> None:  # type: ignore[no-untyped-def]
+    loaded, results, inputs = analysed
+    state = RunState()
+    state.apply_all(replay_events(loaded, results, inputs))
+    (run,) = results.runs
+    view = state.runs[run.key]
+    assert view.outcome is RunOutcome(run.outcome)
+    assert [s for s, _ in view.nodes[0].losses] == [p.step for p in run.nodes[0].steps]
+    assert {m: v.status for m, v in view.verdicts.items()} == {v.metric: v.status for v in run.verdicts}
+    assert view.nodes[0].lines_seen == len((FIX / "single_20steps.log").read_text().splitlines())
+    assert state.suite_passed is results.passed
+
+
+async def test_replay_opens_the_verdicts_screen(analysed) -> None:  # type: ignore[no-untyped-def]
+    loaded, results, inputs = analysed
+
+    async def source() -> AsyncIterator[object]:
+        for ev in replay_events(loaded, results, inputs):
+            yield ev
+
+    app = CvsApp(source(), title="analyze")  # type: ignore[arg-type]
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(400):
+            if app.source_done:
+                break
+            await pilot.pause(0.01)
+        assert app.source_done
+        await pilot.press("v")
+        await pilot.pause()
+        assert isinstance(app.screen, VerdictsScreen)
