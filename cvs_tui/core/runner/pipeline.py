@@ -489,7 +489,13 @@ class Suite:
 
     async def _checkpoint_resume(self, runs: dict[str, list[PlannedRun]]) -> None:
         self.stage("checkpoint_resume", StageState.RUNNING)
-        p1 = await self._run_stage("run:CKPT-1", runs["ckpt_phase1"][0])
+        first = runs["ckpt_phase1"][0]
+        # phase 1 must start from nothing: MaxText refuses to train to step N over a later checkpoint
+        stale = shlex.quote(posixpath.join(first.base_output_directory, first.run_name, "checkpoints"))
+        for t in self.transports:
+            with contextlib.suppress(Exception):
+                await t.run(f"rm -rf -- {stale}", self.opt.command_timeout_s)
+        p1 = await self._run_stage("run:CKPT-1", first)
         if p1.outcome != RunOutcome.COMPLETE.value:
             self.stage("checkpoint_resume", StageState.FAILED, f"phase 1 did not complete: {p1.reason}")
             return
@@ -617,7 +623,8 @@ class Suite:
         if r.rc != 0:
             raise RuntimeError(f"cannot prepare {logs_dir}: {r.err.strip()[:200]}")
         await t.write_file(yaml_path, pr.yaml_text)
-        env = {**pr.env, **pr.node_env[w.rank]}
+        # unbuffered stdout keeps print() records in order with the stderr log lines, and live
+        env = {"PYTHONUNBUFFERED": "1", **pr.env, **pr.node_env[w.rank]}
         spec = LaunchSpec(
             log_path=log,
             config_path=yaml_path,

@@ -80,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         plan = plan.model_copy(update={"verify_host_keys": False})
     for w in plan.warnings:
         print(f"cvs-tui: warning: {w}", file=sys.stderr)
+    if plan.mode == "distributed" and len(plan.nodes) == 1:
+        print(
+            "cvs-tui: warning: a distributed config on one node; give the nodes with --cluster or --nodes "
+            "(for two local ranks: --nodes localhost,localhost)",
+            file=sys.stderr,
+        )
     for name, value in (
         ("--compile-allowance", args.compile_allowance),
         ("--hang-factor", args.hang_factor),
