@@ -93,7 +93,8 @@ def test_shipped_config_loads_and_plans(tmp_path: Path, name: str, config: Path,
     assert loaded.preflight_errors == []
     assert loaded.runs, name
     assert not find_changeme(dump_config(cfg))
-    assert not any("{" in v for v in cfg.paths.as_dict().values())  # every placeholder resolved
+    # every placeholder resolved, but {run_dir}: the plan fills that in
+    assert not any("{" in v.replace("{run_dir}", "") for v in cfg.paths.as_dict().values())
 
     # the mode follows the file name
     assert loaded.mode == ("distributed" if config.stem.endswith("_distributed") else "single")
@@ -105,6 +106,10 @@ def test_shipped_config_loads_and_plans(tmp_path: Path, name: str, config: Path,
         else cluster_from_nodes_arg("localhost,localhost" if "local/" in name else "h1,h2", user="alice")
     )
     plan = build_plan(loaded, cluster, out_dir=tmp_path / "run", run_id="RID")
+    assert "{run_dir}" not in json.dumps(plan.display_dict())
+    if "local/" in name:  # the embedded default writes nothing outside its run folder
+        run_dir = str((tmp_path / "run").resolve())
+        assert all(r.base_output_directory.startswith(run_dir) for r in plan.runs)
 
     for run in loaded.runs:
         # every selected sweep has its threshold cell, and its key's precision reached MaxText
@@ -118,7 +123,7 @@ def test_shipped_config_loads_and_plans(tmp_path: Path, name: str, config: Path,
     for planned in plan.runs:
         assert yaml.safe_load(planned.yaml_text) == planned.maxtext_config
         assert planned.maxtext_config["run_name"] == planned.run_name
-        assert planned.base_output_directory.startswith(cfg.paths.log_dir + "/RID/")
+        assert planned.base_output_directory.startswith(plan.paths["log_dir"] + "/RID/")
         assert ("XLA_FLAGS" in planned.env) == bool(cfg.train_params.xla_flags)
         assert len(planned.node_env) == len(cluster.nodes)
     names = [s.name for s in plan.stages]
