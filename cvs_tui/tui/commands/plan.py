@@ -15,7 +15,7 @@ from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, format_plan, new_run_id
 
-DEFAULT_RUNS_DIR = Path("cvs-tui-runs")
+DEFAULT_RUNS_DIR = Path("runs")
 
 
 def add_target_args(p: argparse.ArgumentParser) -> None:
