@@ -158,8 +158,16 @@ class Suite:
     async def run(self) -> Results:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "plan.json").write_text(_json(self.plan.display_dict()), encoding="utf-8")
-        for s in self.plan.stages:
+        # the order they will run in: checkpoint phases inside checkpoint_resume, the report last
+        order = [s for s in self.plan.stages if s.name != "report"] + [
+            s for s in self.plan.stages if s.name == "report"
+        ]
+        for s in order:
             self.emit(StageEvent(stage=s.name, state=StageState.PENDING, detail=s.reason, at=time.time()))
+            if s.name == "checkpoint_resume" and s.enabled:
+                for r in self.plan.runs:
+                    if r.kind.startswith("ckpt_"):
+                        self.emit(StageEvent(stage=f"run:{r.key}", state=StageState.PENDING, at=time.time()))
         try:
             await self._stages()
         except asyncio.CancelledError:
@@ -174,9 +182,15 @@ class Suite:
     async def _finish(self) -> None:
         await self._teardown()
         self.stage("report", StageState.RUNNING)
-        self.save()
-        paths = write_reports(self.results, self.run_dir)
-        self.stage("report", StageState.PASSED, f"{paths['html']}")
+        html = self.run_dir / "report.html"
+        # marked done before rendering so the report shows its own stage finished; a failure to write
+        # is recorded as such and re-raised
+        self.stage("report", StageState.PASSED, str(html))
+        try:
+            paths = write_reports(self.results, self.run_dir)
+        except Exception as exc:
+            self.stage("report", StageState.FAILED, f"cannot write the reports: {exc}")
+            raise
         passed = self.results_passed()
         self.emit(
             SuiteEndEvent(
@@ -217,7 +231,7 @@ class Suite:
     def _skip_rest(self, why: str) -> None:
         done = {s.name for s in self.state.stages.values() if s.state != StageState.PENDING}
         names = [s.name for s in self.plan.stages] + [
-            f"run:{pr.key}" for pr in self.plan.runs if pr.kind == "sweep"
+            f"run:{pr.key}" for pr in self.plan.runs if pr.kind == "sweep" or pr.kind.startswith("ckpt_")
         ]
         for name in dict.fromkeys(names):  # each stage once, in plan order
             if name not in done and name not in ("report", "teardown"):
@@ -498,6 +512,8 @@ class Suite:
         p1 = await self._run_stage("run:CKPT-1", first)
         if p1.outcome != RunOutcome.COMPLETE.value:
             self.stage("checkpoint_resume", StageState.FAILED, f"phase 1 did not complete: {p1.reason}")
+            for pr in runs.get("ckpt_phase2", []) + runs.get("ckpt_reference", []):
+                self.stage(f"run:{pr.key}", StageState.SKIPPED, "checkpoint phase 1 did not complete")
             return
         for pr in runs.get("ckpt_phase2", []) + runs.get("ckpt_reference", []):
             await self._run_stage(f"run:{pr.key}", pr)
