@@ -89,6 +89,27 @@ def test_node_unreachable_at_start_fails_preflight_and_launches_nothing(tmp_path
         remove_scratch_tree(s)
 
 
+def test_image_missing_on_the_nodes_fails_preflight_naming_them(tmp_path: Path) -> None:
+    s = make_setup(tmp_path)
+    cfg = json.loads(s.config.read_text())
+    cfg["container"]["image"] = "cvs-test/no-such-image:0"
+    s.config.write_text(json.dumps(cfg))
+    try:
+        p = cli(s)
+        assert p.returncode == 1, p.stdout + p.stderr
+        pre = s.stage("preflight")
+        assert pre["state"] == "failed"
+        for rank in (0, 1):
+            assert (
+                f"node {rank} (" in pre["detail"]
+                and "cvs-test/no-such-image:0 is not present" in pre["detail"]
+            )
+        assert s.stage("launch_container")["state"] == "skipped"
+        assert s.results()["runs"] == [] and containers_of(s.run_id()) == []
+    finally:
+        remove_scratch_tree(s)
+
+
 @pytest.mark.parametrize("runtime", ["docker", "host"])
 def test_ctrl_c_mid_run_leaves_nothing_running_and_exits_130(tmp_path: Path, runtime: str) -> None:
     s = make_setup(
