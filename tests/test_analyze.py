@@ -63,7 +63,8 @@ def test_single_run_passes_with_window_metrics(tmp_path: Path, capsys) -> None:
     assert metric(res, run.key, "tokens_per_sec_per_gpu").value == pytest.approx(hand["tokens"])
     assert metric(res, run.key, "tflops_per_sec_per_gpu").value == pytest.approx(hand["tflops"])
     assert metric(res, run.key, "tokens_per_sec_total").value == pytest.approx(hand["tokens"])  # one device
-    assert metric(res, run.key, "final_loss").value == pytest.approx(7.188)
+    # the metrics file next to the log gives the full-precision loss (the log prints 7.188)
+    assert metric(res, run.key, "final_loss").value == pytest.approx(7.18791389465332, abs=1e-9)
     assert metric(res, run.key, "loss_decreased").value == 1
     assert verdict(run, "training.loss_curve_slope").status == "PASS"
     assert verdict(run, "training.final_loss").status == "RECORD"  # kind info in the shipped file
@@ -153,6 +154,8 @@ def test_truncated_log_is_a_failure(tmp_path: Path) -> None:
 def test_flattened_log_gives_the_same_metrics(tmp_path: Path) -> None:
     flat = tmp_path / "flat.log"
     flat.write_text((FIXTURES / "single_20steps.log").read_text().replace("\n", " "))
+    # the same metrics file beside it, as beside the original
+    (tmp_path / "flat.metrics.jsonl").write_bytes((FIXTURES / "single_20steps.metrics.jsonl").read_bytes())
     loaded = load_local(tmp_path, steps=20, runs=["BS=2,PRECISION=BF16,SL=128"])
     a = analyze_paths(loaded, [FIXTURES / "single_20steps.log"]).runs[0]
     b = analyze_paths(loaded, [flat]).runs[0]
@@ -256,3 +259,23 @@ def test_folder_of_node_logs_sorted_by_rank(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "twoproc_node0.log", d / "node2.log")
     run = analyze_paths(loaded, [d]).runs[0]
     assert [Path(n.log_path).name for n in run.nodes] == ["node2.log", "node10.log"]
+
+
+def test_metrics_file_losses_are_used_only_where_they_match_the_log(tmp_path: Path) -> None:
+    from cvs_tui.core.analysis import parse_log_file
+    from cvs_tui.core.events import StepEvent
+
+    log = tmp_path / "node0.log"
+    log.write_bytes((FIXTURES / "single_20steps.log").read_bytes())
+    logged = {e.step: e.loss for e in parse_log_file(log, None)[0] if isinstance(e, StepEvent)}
+    assert logged[19] == 7.188  # no metrics file: the printed 3 decimals
+    lines = (FIXTURES / "single_20steps.metrics.jsonl").read_text().splitlines()
+    # step 19's value is changed beyond the printed precision: not this run's, so the log value stays
+    bad = json.loads(lines[19])
+    bad["learning/loss"] = 6.5
+    lines[19] = json.dumps(bad)
+    (tmp_path / "node0.metrics.jsonl").write_text("\n".join(lines) + "\n")
+    full = {e.step: e.loss for e in parse_log_file(log, None)[0] if isinstance(e, StepEvent)}
+    assert full[19] == 7.188
+    assert full[0] == pytest.approx(7.501341819763184, abs=1e-12)
+    assert all(abs(full[s] - logged[s]) <= 5e-4 for s in logged)

@@ -95,7 +95,7 @@ def test_card_from_real_runs_validates(tmp_path: Path, capsys: pytest.CaptureFix
         "step_time_p50_ms",
         "final_loss",
     }
-    assert bf16["metrics"]["final_loss"] == pytest.approx(7.188)
+    assert bf16["metrics"]["final_loss"] == pytest.approx(7.188, abs=5e-4)  # full precision (metrics file)
     assert bf16["window"]["first_step"] == 3 and bf16["window"]["last_step"] == 19
     assert "loss_curve_slope < 0" in bf16["expected_result"]
     ck = data["items"]["checkpoint_resume"]["CPU"]

@@ -7,6 +7,7 @@ Live runs call :func:`finalize_run` with the events their parsers produced; ``cv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -28,11 +29,13 @@ from cvs_tui.core.events import (
     ExitCodeEvent,
     LogEvent,
     MemoryEstimateEvent,
+    MetricsFileStep,
     NonFiniteAbortEvent,
     ParamsEvent,
     RunOutcome,
     Severity,
     StepEvent,
+    StepKind,
     SystemInfoEvent,
     TflopsPerStepEvent,
     VerdictEvent,
@@ -50,6 +53,7 @@ from cvs_tui.core.metrics import (
     format_value,
     precision_of,
 )
+from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.results import (
     CheckpointRecord,
     Environment,
@@ -661,8 +665,34 @@ def judge_checkpoint_resume(loaded: Any, runs: dict[str, RunRecord]) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # logs on disk
 # ---------------------------------------------------------------------------------------------------------
+# MaxText's metrics_file next to a node log: `node0.log` -> `node0.metrics.jsonl`
+METRICS_FILE_SUFFIX = ".metrics.jsonl"
+# a 3-decimal log loss and the full-precision value agree within half a unit of the last digit
+_PRINTED_HALF_UNIT = 5e-4 + 1e-9
+
+
+def with_full_precision_losses(
+    events: Sequence[LogEvent], steps: Sequence[MetricsFileStep]
+) -> list[LogEvent]:
+    """Train steps take their loss from MaxText's metrics file (full precision) where the two agree with
+    the 3-decimal log line; a step whose values disagree keeps the logged loss (the files are not of the
+    same run). NaN/Inf stay as logged."""
+    full = {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
+    if not full:
+        return list(events)
+    out: list[LogEvent] = []
+    for ev in events:
+        if isinstance(ev, StepEvent) and ev.kind is StepKind.TRAIN and math.isfinite(ev.loss):
+            exact = full.get(ev.step)
+            if exact is not None and abs(exact - ev.loss) <= _PRINTED_HALF_UNIT:
+                ev = dataclasses.replace(ev, loss=exact)
+        out.append(ev)
+    return out
+
+
 def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[list[LogEvent], int]:
-    """Every event of one node log, read in chunks, and its line count."""
+    """Every event of one node log, read in chunks, and its line count. When MaxText's metrics file sits
+    next to the log (`<name>.metrics.jsonl`), train-step losses come from it at full precision."""
     from cvs_tui.core.parse.parser import NodeLogParser
 
     parser = NodeLogParser(error_patterns=error_patterns)
@@ -674,6 +704,12 @@ def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[l
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
     events += parser.finish()
+    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
+    if metrics_file.is_file():
+        try:
+            events = with_full_precision_losses(events, parse_metrics_file(metrics_file))
+        except OSError as exc:
+            raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
     return events, parser.lines_seen
 
 
