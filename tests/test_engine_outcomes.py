@@ -60,7 +60,7 @@ def test_clean_two_node_docker_run_passes_with_verdicts(tmp_path: Path) -> None:
             "training.loss_decreased",
         ):
             assert verdicts[gated]["status"] == "PASS" and verdicts[gated]["gated"], verdicts[gated]
-        assert verdicts["training.final_loss"]["actual"] == 7.3
+        assert verdicts["training.final_loss"]["actual"] == 6.703  # 8.000 falling by 1/40 a step for 7 steps
         # each node's log is in the run folder byte for byte, ending with the launcher's exit line
         for rank in (0, 1):
             own = s.node_log(rank).read_bytes()
