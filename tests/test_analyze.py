@@ -217,7 +217,9 @@ def test_run_folder_with_checkpoint_phases_and_eval(tmp_path: Path, capsys) -> N
     assert metric(res, "CKPT-2", "checkpoint_load_seconds").value == pytest.approx(0.0932, abs=1e-3)
     assert metric(res, "CKPT-1", "checkpoint_save_seconds").value == pytest.approx(0.12)
     resumed = verdict(p2, "checkpoint.resumed")
-    assert resumed.status == "PASS" and resumed.actual == 6
+    assert resumed.status == "PASS" and resumed.actual == 6 and "restored step 5" in resumed.message
+    sentinels = verdict(p2, "checkpoint.sentinel_losses")
+    assert sentinels.status == "PASS" and sentinels.actual == 0 and "6..11" in sentinels.message
     delta = verdict(p2, "checkpoint.boundary_loss_delta")
     assert delta.status == "PASS" and delta.actual == pytest.approx(0.0) and "reference" in delta.message
     assert code == (0 if res.passed else 1), printed
@@ -279,3 +281,39 @@ def test_metrics_file_losses_are_used_only_where_they_match_the_log(tmp_path: Pa
     assert full[19] == 7.188
     assert full[0] == pytest.approx(7.501341819763184, abs=1e-12)
     assert all(abs(full[s] - logged[s]) <= 5e-4 for s in logged)
+
+
+def _ckpt_folder(tmp_path: Path, phase2: str) -> tuple[Path, Path]:
+    key = "BS=2,PRECISION=BF16,SL=128"
+    cfg = write_config(tmp_path, steps=12, runs=[key])
+    folder = tmp_path / "run"
+    for sub, text in [
+        ("CKPT_1", (FIXTURES / "ckpt_phase1.log").read_text()),
+        ("CKPT_2", phase2),
+        ("CKPT_REF", (FIXTURES / "ckpt_reference.log").read_text()),
+    ]:
+        (folder / "logs" / sub).mkdir(parents=True)
+        (folder / "logs" / sub / "node0.log").write_text(text)
+    return cfg, folder
+
+
+def test_a_diverging_resumed_loss_fails_naming_the_step(tmp_path: Path) -> None:
+    text = (FIXTURES / "ckpt_phase2.log").read_text()
+    line = next(x for x in text.splitlines() if "completed step: 8," in x)
+    loss = re.search(r"loss: ([0-9.]+)", line).group(1)
+    wrong = line.replace(f"loss: {loss}", "loss: 7.900")
+    cfg, folder = _ckpt_folder(tmp_path, text.replace(line, wrong))
+    res = analyze_paths(load_config(cfg), [folder])
+    p2 = next(r for r in res.runs if r.key == "CKPT-2")
+    sentinels = verdict(p2, "checkpoint.sentinel_losses")
+    assert sentinels.status == "FAIL" and sentinels.message.startswith("step 8 diverges")
+    assert p2.status == "FAIL"
+
+
+def test_a_phase_two_that_did_not_restore_fails(tmp_path: Path) -> None:
+    # phase 2 as if it started from scratch: the uninterrupted reference log stands in for it
+    cfg, folder = _ckpt_folder(tmp_path, (FIXTURES / "ckpt_reference.log").read_text())
+    res = analyze_paths(load_config(cfg), [folder])
+    p2 = next(r for r in res.runs if r.key == "CKPT-2")
+    resumed = verdict(p2, "checkpoint.resumed")
+    assert resumed.status == "FAIL" and "no checkpoint restore" in resumed.message

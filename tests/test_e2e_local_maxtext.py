@@ -110,7 +110,8 @@ def test_single_node_smoke_sweep_and_checkpoint_resume(tmp_path: Path) -> None:
     for s, loss in p2_steps.items():
         assert abs(loss - ref_steps[s]) <= 1e-6 + 0.01 * abs(ref_steps[s])
     assert any(c["action"] == "restore_done" for c in p2["nodes"][0]["checkpoints"])
-    assert {v["metric"]: v["status"] for v in p2["verdicts"]}["checkpoint.resumed"] == "PASS"
+    statuses = {v["metric"]: v["status"] for v in p2["verdicts"]}
+    assert statuses["checkpoint.resumed"] == statuses["checkpoint.sentinel_losses"] == "PASS"
 
     # side effects stay in the run folder; the node log copy is byte-identical to what the node wrote
     run_dir = tmp_path / "run"

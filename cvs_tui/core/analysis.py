@@ -595,33 +595,63 @@ def _losses(run: RunRecord) -> dict[int, float]:
     return {p.step: p.loss for p in node.steps if p.loss is not None}
 
 
+SENTINEL_ATOL = 1e-6
+SENTINEL_RTOL = 0.01
+
+
+def _restored_step(run: RunRecord) -> int | None:
+    steps = [
+        c.step
+        for n in run.nodes
+        for c in n.checkpoints
+        if c.action in (CheckpointAction.RESTORE_START.value, CheckpointAction.RESTORE_DONE.value)
+        and c.step is not None
+    ]
+    return max(steps) if steps else None
+
+
+def _last_saved_step(run: RunRecord | None) -> int | None:
+    if run is None:
+        return None
+    saves = (CheckpointAction.SAVE_START.value, CheckpointAction.SAVE_DONE.value)
+    steps = [c.step for n in run.nodes for c in n.checkpoints if c.action in saves and c.step is not None]
+    return max(steps) if steps else None
+
+
 def judge_checkpoint_resume(loaded: Any, runs: dict[str, RunRecord]) -> None:
-    """Add the resume verdicts to the CKPT-2 run: phase 2 restored and resumed past step 0, and its loss at
-    the boundary matches the uninterrupted reference (or phase 1) within checkpoint_resume.loss_tolerance."""
+    """Add the resume verdicts to the CKPT-2 run.
+
+    * ``checkpoint.resumed``: phase 2 restored phase 1's last checkpoint (step N) and its first step is N+1;
+    * ``checkpoint.sentinel_losses``: every step phase 2 shares with the uninterrupted reference run has
+      |a - b| <= 1e-6 + 0.01 * |ref| (the first diverging step is named);
+    * ``checkpoint.boundary_loss_delta``: upstream's check, the largest |delta| against
+      checkpoint_resume.loss_tolerance.
+    """
     p2 = runs.get(CKPT2_KEY)
     if p2 is None:
         return
     p1 = runs.get(CKPT1_KEY)
     ref = runs.get(CKPT_REF_KEY)
     tol = loaded.config.checkpoint_resume.loss_tolerance
-    restored = any(
-        c.action in (CheckpointAction.RESTORE_START.value, CheckpointAction.RESTORE_DONE.value)
-        for n in p2.nodes
-        for c in n.checkpoints
-    )
+    restored = _restored_step(p2)
+    saved = _last_saved_step(p1)
     l2 = _losses(p2)
     first = min(l2) if l2 else None
     verdicts = [v for v in p2.verdicts if not v.metric.startswith("checkpoint.")]
-    ok = restored and first is not None and first > 0
-    msg = (
-        f"phase 2 {'restored a checkpoint' if restored else 'logged no checkpoint restore'} and its first "
-        f"logged step is {first if first is not None else 'none'}"
-    )
+    if restored is None:
+        ok, msg = False, "phase 2 logged no checkpoint restore"
+    elif saved is not None and restored != saved:
+        ok, msg = False, f"phase 2 restored step {restored}, but phase 1's last checkpoint is step {saved}"
+    else:
+        ok = first == restored + 1
+        msg = (
+            f"phase 2 restored step {restored} and its first logged step is {first} (expected {restored + 1})"
+        )
     verdicts.append(
         VerdictRecord(
             metric="checkpoint.resumed",
             status=PASS if ok else FAIL,
-            expected="restore, first step > 0",
+            expected=f"first step = {restored + 1}" if restored is not None else "a restore",
             actual=float(first) if first is not None else None,
             actual_text=str(first) if first is not None else "—",
             unit="step",
@@ -632,6 +662,33 @@ def judge_checkpoint_resume(loaded: Any, runs: dict[str, RunRecord]) -> None:
     other, label = (ref, "reference") if ref is not None else (p1, "phase 1")
     lo = _losses(other) if other is not None else {}
     shared = sorted(set(lo) & set(l2))
+    if ref is not None:
+        bad = [s for s in shared if abs(l2[s] - lo[s]) > SENTINEL_ATOL + SENTINEL_RTOL * abs(lo[s])]
+        if not shared:
+            s_ok, s_msg = False, "phase 2 and the reference run share no step with a finite loss"
+        elif bad:
+            b = bad[0]
+            s_ok, s_msg = (
+                False,
+                (
+                    f"step {b} diverges: phase 2 {l2[b]:.6g} vs reference {lo[b]:.6g} "
+                    f"({len(bad)} of {len(shared)} shared steps outside 1e-6 + 1% of the reference)"
+                ),
+            )
+        else:
+            s_ok, s_msg = True, f"all {len(shared)} shared steps ({shared[0]}..{shared[-1]}) within 1e-6 + 1%"
+        verdicts.append(
+            VerdictRecord(
+                metric="checkpoint.sentinel_losses",
+                status=PASS if s_ok else FAIL,
+                expected="|a-b| <= 1e-6 + 0.01*|ref| at every shared step",
+                actual=float(len(bad)) if shared else None,
+                actual_text=f"{len(bad)} diverging" if shared else "—",
+                unit="steps",
+                message=s_msg,
+                gated=True,
+            )
+        )
     if shared:
         deltas = [abs(l2[s] - lo[s]) for s in shared]
         worst = max(range(len(shared)), key=lambda i: deltas[i])
@@ -653,7 +710,7 @@ def judge_checkpoint_resume(loaded: Any, runs: dict[str, RunRecord]) -> None:
             actual=delta,
             actual_text=format_value(delta),
             unit="loss",
-            message=where,
+            message=f"{where} (loss_tolerance)",
             gated=True,
         )
     )
