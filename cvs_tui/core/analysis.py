@@ -829,7 +829,8 @@ def resolve_log_inputs(
             out = [(k, logs) for k, logs in out if k == want]
             if not out:
                 raise UserError(f"--run {run_key!r}: the run folder {ps[0]} holds no logs for that run")
-        order = {k: i for i, k in enumerate([SMOKE_KEY] + [s.key for s in loaded.runs] + list(SPECIAL_RUNS))}
+        keys = [SMOKE_KEY] + [s.key for s in loaded.runs] + list(SPECIAL_RUNS)
+        order = {k: i for i, k in reversed(list(enumerate(keys)))}  # first place wins (SMOKE runs first)
         out.sort(key=lambda kv: order.get(kv[0], 99))
         if not out:
             raise UserError(f"--logs: {ps[0]}/logs holds no node logs (logs/<run slug>/node<rank>.log)")

@@ -14,11 +14,12 @@ class StageList(Static):
     """Stages in the order they were announced, then the runs with their step progress."""
 
     DEFAULT_CSS = """
-    StageList { width: 34; padding: 0 1; overflow-y: auto; }
+    StageList { width: 34; padding: 0 1; overflow-y: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def show(self, view: SuiteView, viewed_run: str | None, *, ascii_only: bool) -> None:
-        text = Text()
+        # one line per stage and run: a long reason is cut, not wrapped (the full text is in the report)
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append("Stages\n", style="bold underline")
         if not view.stages:
             text.append("(none yet)\n", style="dim")
