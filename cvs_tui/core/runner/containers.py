@@ -389,6 +389,15 @@ class DockerRuntime:
 
         return bool(await self._call(f"inspect image {img}", go))
 
+    async def daemon_id(self) -> str:
+        """The Docker daemon's ID: nodes that report the same one share a daemon (and its containers)."""
+
+        async def go(d: aiodocker.Docker) -> str:
+            info = await d.system.info()
+            return str(info.get("ID") or "")
+
+        return str(await self._call("docker info", go))
+
     async def _state(self, d: aiodocker.Docker) -> dict[str, Any] | None:
         try:
             info = await d.containers.container(self.spec.name).show()

@@ -350,12 +350,10 @@ class Suite:
         if self.plan.container_runtime != "docker":
             return []
 
-        async def daemon_id(rt: ContainerRuntime) -> str:
-            # DockerRuntime has no public daemon query; _call adds the node name to any error
-            info = await rt._call("docker info", lambda d: d.system.info())  # type: ignore[attr-defined]
-            return str(info.get("ID") or "")
-
-        ids = await asyncio.gather(*(daemon_id(rt) for rt in self.runtimes), return_exceptions=True)
+        ids = await asyncio.gather(
+            *(rt.daemon_id() for rt in self.runtimes),  # type: ignore[attr-defined]
+            return_exceptions=True,
+        )
         problems = [f"node {i}: {r}" for i, r in enumerate(ids) if isinstance(r, BaseException)]
         first: dict[str, int] = {}
         for i, d in enumerate(ids):
