@@ -34,14 +34,17 @@ def analysed(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 def test_replay_folds_into_the_same_run(analysed) -> None:  # type: ignore[no-untyped-def]
     loaded, results, inputs = analysed
     state = RunState()
-    state.apply_all(replay_events(loaded, results, inputs))
+    for ev in replay_events(loaded, results, inputs):
+        state.apply(ev)
     (run,) = results.runs
     view = state.runs[run.key]
     assert view.outcome is RunOutcome(run.outcome)
-    assert [s for s, _ in view.nodes[0].losses] == [p.step for p in run.nodes[0].steps]
+    assert list(view.nodes[0].losses) == [p.loss for p in run.nodes[0].steps]
+    assert view.nodes[0].step == run.nodes[0].last_step
     assert {m: v.status for m, v in view.verdicts.items()} == {v.metric: v.status for v in run.verdicts}
-    assert view.nodes[0].lines_seen == len((FIX / "single_20steps.log").read_text().splitlines())
-    assert state.suite_passed is results.passed
+    lines = (FIX / "single_20steps.log").read_text().splitlines()
+    assert view.nodes[0].lines.next_line - 1 == len(lines) and view.nodes[0].last_line == lines[-1]
+    assert state.suite_end is not None and state.suite_end.passed is results.passed
 
 
 async def test_replay_opens_the_verdicts_screen(analysed) -> None:  # type: ignore[no-untyped-def]

@@ -1,18 +1,17 @@
-"""The reducer: run events in, per-run per-node views out."""
+"""The TUI's view model and the headless console, fed run events (no terminal needed)."""
 
 from __future__ import annotations
 
 import math
 
+from rich.console import Console
+
 from cvs_tui.core.events import (
     ErrorHit,
-    EvalDialect,
-    EvalEvent,
     LogLinesEvent,
     NodeLogEvent,
     NodeState,
     NodeStatusEvent,
-    NonFiniteAbortEvent,
     RunEndEvent,
     RunOutcome,
     RunStartEvent,
@@ -23,55 +22,100 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
     VerdictEvent,
 )
-from cvs_tui.core.state import TAIL_LINES, RunState
+from cvs_tui.core.state import LineBuffer, RunState
+from cvs_tui.tui.console import ConsoleView, run_console
+from cvs_tui.tui.widgets.sparkline import sparkline
 
 
-def test_fold_a_two_node_run() -> None:
-    st = RunState()
-    st.apply(StageEvent("launch", StageState.RUNNING, at=1.0))
-    st.apply(StageEvent("launch", StageState.PASSED, "2 nodes", at=3.0))
-    st.apply(RunStartEvent("BS=1", total_steps=10, nodes=("h0", "h1"), at=4.0))
-    assert st.current_run == "BS=1"
-    for node in (0, 1):
-        st.apply(NodeStatusEvent("BS=1", node, f"h{node}", NodeState.STARTING))
-        for s in range(5 + node):
-            st.apply(
-                NodeLogEvent("BS=1", node, StepEvent(step=s, loss=10 - s, line=s + 1, seconds=1.0 + node))
-            )
-    st.apply(NodeLogEvent("BS=1", 1, EvalEvent(step=5, loss=4.5, dialect=EvalDialect.CURRENT, line=50)))
-    st.apply(NodeLogEvent("BS=1", 1, ErrorHit("oom", Severity.FATAL, "RESOURCE_EXHAUSTED", 60, "builtin")))
-    st.apply(NodeLogEvent("BS=1", 0, ErrorHit("cuinit", Severity.WARNING, "cuInit failed", 2, "benign")))
-    st.apply(LogLinesEvent("BS=1", 0, 1, ("a", "b", "c")))
-    st.apply(VerdictEvent("BS=1", "training.final_loss", "PASS", "<= 15", 5.0, "loss"))
-    st.apply(RunEndEvent("BS=1", RunOutcome.FAILED, "oom on node 1", 1, at=9.0))
-    st.apply(SuiteEndEvent(False, "r.json", "r.html"))
-    st.apply("not an event")
-
-    assert st.stages["launch"].state is StageState.PASSED
-    assert st.stages["launch"].started_at == 1.0 and st.stages["launch"].ended_at == 3.0
-    run = st.runs["BS=1"]
-    assert run.nodes[0].host == "h0" and run.nodes[0].state is NodeState.TRAINING
-    assert run.nodes[0].latest_step == 4 and run.nodes[1].latest_step == 5
-    assert run.latest_step == 4 and math.isclose(run.progress, 0.5)
-    assert run.nodes[1].step_times[-1] == (5, 2.0)
-    assert run.nodes[1].evals == [(5, 4.5)]
-    assert run.nodes[1].fatal_count == 1 and run.nodes[0].warning_count == 1
-    assert run.nodes[0].last_line == "c" and run.nodes[0].lines_seen == 3
-    assert run.verdicts["training.final_loss"].status == "PASS"
-    assert run.outcome is RunOutcome.FAILED and run.root_cause_node == 1 and not run.running
-    assert st.current_run is None and st.suite_passed is False and st.results_path == "r.json"
-    evs = run.node_events()
-    assert len(evs) == 2 and len(evs[1]) == 8
-    assert st.run_order == ["BS=1"]
+def test_line_buffer_keeps_numbers_and_bounds() -> None:
+    buf = LineBuffer(3)
+    buf.extend(1, ["a", "b"])
+    buf.extend(3, ["c", "d"])
+    assert (buf.first_line, buf.next_line, list(buf)) == (2, 5, ["b", "c", "d"])
+    assert buf.since(1) == (2, ["b", "c", "d"]) and buf.since(4) == (4, ["d"]) and buf.since(5) == (5, [])
+    assert buf.get(1) is None and buf.get(3) == "c"
+    buf.extend(10, ["j"])  # a gap: numbering stays true
+    assert (buf.first_line, list(buf)) == (10, ["j"])
 
 
-def test_nonfinite_and_bounded_tail() -> None:
-    st = RunState()
-    st.apply(NodeLogEvent("R", 0, StepEvent(step=0, loss=math.nan, line=1)))
-    st.apply(NodeLogEvent("R", 1, NonFiniteAbortEvent("inf", 3)))
-    assert st.runs["R"].nodes[0].nonfinite == "nan"
-    assert st.runs["R"].nodes[1].nonfinite == "inf" and st.runs["R"].nodes[1].fatal_count == 1
-    lines = tuple(f"l{i}" for i in range(TAIL_LINES + 50))
-    st.apply(LogLinesEvent("R", 0, 1, lines))
-    tail = st.runs["R"].nodes[0].tail
-    assert len(tail) == TAIL_LINES and tail[-1] == (TAIL_LINES + 50, lines[-1]) and tail[0][0] == 51
+def test_sparkline_drops_non_finite_values() -> None:
+    assert sparkline([3.0, math.nan, 2.0, math.inf, 1.0], 10) == "█▅▁"
+    assert sparkline([math.nan], 10) == ""
+    assert set(sparkline([5, 4, 3, 2, 1], 3, ascii_only=True)) <= set("_.-=+*#")
+    assert len(sparkline(list(range(100)), 16)) == 16
+
+
+def _events() -> list[object]:
+    return [
+        StageEvent("preflight", StageState.PASSED, at=100.0),
+        RunStartEvent("R", 10, ("h0", "h1", "h2"), at=101.0),
+        *[
+            NodeLogEvent("R", n, StepEvent(s, 5.0 - s * 0.1, s, seconds=2.0, tokens_per_device=300.0))
+            for s in range(4)
+            for n in (0, 1)
+        ],
+        NodeLogEvent("R", 2, StepEvent(0, math.nan, 1, seconds=2.0)),
+        NodeLogEvent("R", 2, ErrorHit("nan", Severity.FATAL, "loss nan\nmore", 12, "always")),
+        NodeLogEvent("R", 1, ErrorHit("warn", Severity.WARNING, "E0000 harmless", 3, "benign")),
+        LogLinesEvent("R", 0, 1, ("hello", "world", "")),
+        NodeStatusEvent("R", 2, "h2", NodeState.FAILED, "NaN", at=150.0),
+        RunEndEvent("R", RunOutcome.FAILED, "NaN loss", None, at=160.0),
+        VerdictEvent("R", "training.final_loss", "FAIL", "<= 4", math.nan, ""),
+        SuiteEndEvent(False, "out/results.json", "out/report.html", at=161.0),
+    ]
+
+
+def test_suite_view_folds_events() -> None:
+    view = RunState()
+    for ev in _events():
+        view.apply(ev)  # type: ignore[arg-type]
+    rv = view.runs["R"]
+    assert rv.nodes[0].step == 3 and rv.nodes[2].step == 0
+    assert list(rv.nodes[2].losses) == []  # NaN never reaches the sparkline history
+    assert math.isnan(rv.nodes[2].loss or 0.0)
+    assert rv.median_step() == 3 and rv.nodes[0].tokens_per_s == 300.0
+    assert [r.hit.name for r in view.errors_sorted()] == ["nan", "warn"]
+    assert view.root_cause("R") == 2  # first fatal hit when the run end names none
+    assert rv.nodes[0].last_line == "world" and rv.merged_seq == 3
+    assert view.finished and view.first_at == 100.0
+    assert rv.loss_curve == {0: 5.0, 1: 4.9, 2: 4.8, 3: 4.7}
+
+
+async def test_console_prints_progress_errors_and_verdicts() -> None:
+    console = Console(record=True, width=140, color_system=None)
+
+    async def source():
+        for ev in _events():
+            yield ev
+
+    view = await run_console(source(), console=console)
+    out = console.export_text()
+    assert view.suite_end is not None and not view.suite_end.passed
+    assert "R node 2 line 12 fatal nan: loss nan" in out
+    assert "R node 2 (h2) failed: NaN" in out
+    assert "run R failed: NaN loss" in out
+    assert "training.final_loss" in out and "FAIL" in out and "suite FAILED" in out
+    assert "report: out/report.html" in out
+    assert "R node  0 training  step 3/10 loss 4.700 2.000 s/step 300 tok/s/dev" in out
+
+
+def test_console_progress_only_when_something_moved() -> None:
+    console = Console(record=True, width=140, color_system=None)
+    cv = ConsoleView(console)
+    cv.handle(RunStartEvent("R", 10, ("h0",)))
+    cv.progress()
+    first = console.export_text(clear=True)
+    cv.progress()
+    assert "run R: step 0/10" in first and console.export_text() == ""
+
+
+def test_console_caps_repeated_warnings_but_never_fatal_hits() -> None:
+    console = Console(record=True, width=140, color_system=None)
+    cv = ConsoleView(console)
+    for i in range(20):
+        cv.handle(NodeLogEvent("R", 0, ErrorHit("stuck", Severity.WARNING, "slow thread", i + 1, "benign")))
+        cv.handle(NodeLogEvent("R", 0, ErrorHit("oom", Severity.FATAL, "out of memory", i + 100, "always")))
+    out = console.export_text()
+    assert out.count("warning stuck") == 5 and "further 'stuck' hits" in out
+    assert out.count("fatal oom") == 20
+    assert len(cv.view.errors) == 40

@@ -1,28 +1,29 @@
-"""The run state: one reducer folding the run event stream into views for the TUI and headless console.
+"""The run state: every source's run events folded into what the runner records and the screens show.
 
-``RunState.apply(ev)`` is the only way the state changes. Front-ends read it; they never parse logs.
-Memory stays bounded per node: the raw line tail is a fixed-size deque; step series grow with the step
-count (thousands, not millions) and error hits are capped.
+One reducer for everyone: the runner applies each event it publishes (stage records for results.json
+come from here), and the Textual app and the headless console fold the same stream. It keeps what a view
+needs, bounded: per-node line buffers (full logs stay on disk), the latest step and a short loss history
+per node, error hits in arrival order, stage and run states, verdict rows and the suite result. Nothing
+here parses logs or computes metrics.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cvs_tui.core.events import (
-    CheckpointEvent,
     ErrorHit,
-    EvalEvent,
-    LogEvent,
     LogLinesEvent,
     NodeLogEvent,
     NodeState,
     NodeStatusEvent,
     NonFiniteAbortEvent,
     RunEndEvent,
+    RunEvent,
     RunOutcome,
     RunStartEvent,
     Severity,
@@ -34,56 +35,100 @@ from cvs_tui.core.events import (
     VerdictEvent,
 )
 
-TAIL_LINES = 2000  # raw lines kept per node for log panes
-MAX_ERRORS = 500  # error hits kept per node
+NODE_BUFFER_LINES = 5000  # lines kept per node for the log pane; the full log is on disk
+MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
+LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
+STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)
+MAX_LINE_CHARS = 1000  # longer lines are cut for display; the log file keeps them whole
+MAX_ERROR_ROWS = 5000  # error hits listed; later ones are counted (fatal hits are always kept)
 
 
-@dataclass(slots=True)
-class StageView:
-    name: str
-    state: StageState = StageState.PENDING
-    detail: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
+class LineBuffer:
+    """A ring buffer of numbered lines: line ``n`` (1-based) is kept while it is among the newest ones."""
+
+    __slots__ = ("_lines", "next_line")
+
+    def __init__(self, maxlen: int) -> None:
+        self._lines: deque[str] = deque(maxlen=maxlen)
+        self.next_line = 1  # number the next appended line gets
+
+    @property
+    def first_line(self) -> int:
+        return self.next_line - len(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def extend(self, first_line: int, lines: Iterable[str]) -> None:
+        if first_line != self.next_line:
+            # A gap or a restart (e.g. attach began mid-log): keep numbering honest rather than shift lines.
+            self._lines.clear()
+            self.next_line = first_line
+        for text in lines:
+            self._lines.append(text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + " …")
+            self.next_line += 1
+
+    def since(self, line: int) -> tuple[int, list[str]]:
+        """Lines numbered >= ``line`` still held, with the number of the first one returned."""
+        start = max(line, self.first_line)
+        skip = start - self.first_line
+        if skip >= len(self._lines):
+            return start, []
+        if skip == 0:
+            return start, list(self._lines)
+        return start, [self._lines[i] for i in range(skip, len(self._lines))]
+
+    def get(self, line: int) -> str | None:
+        idx = line - self.first_line
+        if 0 <= idx < len(self._lines):
+            return self._lines[idx]
+        return None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
 
 
-@dataclass(slots=True)
+@dataclass
 class NodeView:
     rank: int
     host: str = ""
     state: NodeState = NodeState.WAITING
     detail: str = ""
-    latest_step: int | None = None
-    losses: list[tuple[int, float]] = field(default_factory=list)
-    step_times: list[tuple[int, float]] = field(default_factory=list)
-    evals: list[tuple[int, float]] = field(default_factory=list)
-    errors: list[ErrorHit] = field(default_factory=list)
-    fatal_count: int = 0
-    warning_count: int = 0
-    nonfinite: str | None = None  # "nan"/"inf" once the loss went non-finite
+    step: int | None = None
+    loss: float | None = None  # latest, may be non-finite
+    losses: deque[float] = field(default_factory=lambda: deque(maxlen=LOSS_HISTORY))  # finite only
+    step_times: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_TIME_HISTORY))
+    tokens_per_s: float | None = None  # per device, as logged for the latest step
+    step_seconds: float | None = None
+    error_hits: int = 0
+    fatal_hits: int = 0
     last_line: str = ""
-    lines_seen: int = 0
-    tail: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
-    events: list[LogEvent] = field(default_factory=list)  # everything parsed, for finalize_run
-    updated_at: float = 0.0
-
-    @property
-    def last_loss(self) -> float | None:
-        return self.losses[-1][1] if self.losses else None
+    lines: LineBuffer = field(default_factory=lambda: LineBuffer(NODE_BUFFER_LINES))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    run: str
+    node: int
+    hit: ErrorHit
+    seq: int  # arrival order across the whole stream
+
+
+@dataclass
 class RunView:
     key: str
     total_steps: int = 0
     hosts: tuple[str, ...] = ()
-    nodes: dict[int, NodeView] = field(default_factory=dict)
+    started_at: float | None = None
+    ended_at: float | None = None
     outcome: RunOutcome | None = None
     reason: str = ""
     root_cause_node: int | None = None
-    verdicts: dict[str, VerdictEvent] = field(default_factory=dict)
-    started_at: float | None = None
-    ended_at: float | None = None
+    nodes: dict[int, NodeView] = field(default_factory=dict)
+    verdicts: dict[str, VerdictEvent] = field(default_factory=dict)  # metric -> latest verdict
+    loss_curve: dict[int, float] = field(default_factory=dict)  # step -> loss of the lowest rank (finite)
+    merged: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=MERGED_BUFFER_LINES))
+    merged_seq: int = 0  # number of merged lines ever appended
 
     def node(self, rank: int) -> NodeView:
         nv = self.nodes.get(rank)
@@ -93,37 +138,81 @@ class RunView:
         return nv
 
     @property
-    def latest_step(self) -> int | None:
-        steps = [n.latest_step for n in self.nodes.values() if n.latest_step is not None]
-        return min(steps) if steps else None  # the slowest node is the run's progress
+    def max_step(self) -> int | None:
+        steps = [n.step for n in self.nodes.values() if n.step is not None]
+        return max(steps) if steps else None
 
     @property
-    def progress(self) -> float:
-        s = self.latest_step
-        if s is None or self.total_steps <= 0:
-            return 0.0
-        return min(1.0, (s + 1) / self.total_steps)
+    def min_step(self) -> int | None:
+        """The slowest node's step: the run is as far along as its last node."""
+        steps = [n.step for n in self.nodes.values() if n.step is not None]
+        return min(steps) if steps else None
 
-    @property
-    def running(self) -> bool:
-        return self.started_at is not None and self.outcome is None
+    def median_step(self) -> float | None:
+        steps = [n.step for n in self.nodes.values() if n.step is not None]
+        return statistics.median(steps) if steps else None
 
-    def node_events(self) -> list[list[LogEvent]]:
-        """Each node's parsed events in rank order (missing ranks give empty lists)."""
-        n = max([*self.nodes.keys(), len(self.hosts) - 1], default=-1) + 1
-        return [self.nodes[i].events if i in self.nodes else [] for i in range(n)]
+    def median_step_seconds(self) -> float | None:
+        times = [t for n in self.nodes.values() for t in list(n.step_times)[-16:]]
+        return statistics.median(times) if times else None
+
+    def merged_since(self, seq: int) -> tuple[int, list[tuple[int, str]]]:
+        """Merged lines appended after sequence number ``seq``; returns the new sequence number."""
+        held_from = self.merged_seq - len(self.merged)
+        start = max(seq, held_from)
+        n_new = self.merged_seq - start
+        if n_new <= 0:
+            return self.merged_seq, []
+        if n_new >= len(self.merged):
+            return self.merged_seq, list(self.merged)
+        return self.merged_seq, [self.merged[i] for i in range(len(self.merged) - n_new, len(self.merged))]
 
 
-@dataclass(slots=True)
+@dataclass
+class StageView:
+    name: str
+    state: StageState
+    detail: str = ""
+    at: float = 0.0  # time of the latest change
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
 class RunState:
-    stages: dict[str, StageView] = field(default_factory=dict)
-    runs: dict[str, RunView] = field(default_factory=dict)
-    run_order: list[str] = field(default_factory=list)
-    current_run: str | None = None
-    suite_passed: bool | None = None
-    results_path: str | None = None
-    report_path: str | None = None
-    events_applied: int = 0
+    """Everything the screens read, updated by :meth:`apply` for each event."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, StageView] = {}
+        self.runs: dict[str, RunView] = {}
+        self.run_order: list[str] = []
+        self.errors: list[ErrorRow] = []
+        self.errors_dropped = 0  # warnings beyond MAX_ERROR_ROWS, counted but not listed
+        self.suite_end: SuiteEndEvent | None = None
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.events_seen = 0
+        self.version = 0  # bumped on every change; screens redraw when it moved
+        self._error_seq = 0
+
+    # -- queries -------------------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.suite_end is not None
+
+    @property
+    def current_stage(self) -> StageView | None:
+        running = [s for s in self.stages.values() if s.state is StageState.RUNNING]
+        if running:
+            return running[-1]
+        return None
+
+    @property
+    def current_run(self) -> RunView | None:
+        for key in reversed(self.run_order):
+            rv = self.runs[key]
+            if rv.outcome is None:
+                return rv
+        return self.runs[self.run_order[-1]] if self.run_order else None
 
     def run(self, key: str) -> RunView:
         rv = self.runs.get(key)
@@ -132,79 +221,109 @@ class RunState:
             self.run_order.append(key)
         return rv
 
-    def apply_all(self, events: Iterable[object]) -> None:
-        for ev in events:
-            self.apply(ev)
+    def errors_sorted(self) -> list[ErrorRow]:
+        """Fatal hits first, then in arrival order."""
+        return sorted(self.errors, key=lambda r: (r.hit.severity is not Severity.FATAL, r.seq))
 
-    def apply(self, ev: object) -> None:
-        """Fold one run event into the state. Unknown objects are ignored (forward compatibility)."""
-        self.events_applied += 1
-        match ev:
-            case NodeLogEvent(run=run, node=node, event=log_ev):
-                self._apply_log(self.run(run).node(node), log_ev)
-            case LogLinesEvent(run=run, node=node, first_line=first, lines=lines):
-                nv = self.run(run).node(node)
-                for i, text in enumerate(lines):
-                    nv.tail.append((first + i, text))
-                if lines:
-                    nv.last_line = lines[-1]
-                    nv.lines_seen = max(nv.lines_seen, first + len(lines) - 1)
-            case StageEvent(stage=name, state=state, detail=detail, at=at):
-                sv = self.stages.setdefault(name, StageView(name=name))
-                sv.state, sv.detail = state, detail
-                if state is StageState.RUNNING:
-                    sv.started_at = at
-                elif state in (StageState.PASSED, StageState.FAILED, StageState.SKIPPED):
-                    sv.ended_at = at
-            case NodeStatusEvent(run=run, node=node, host=host, state=state, detail=detail, at=at):
-                nv = self.run(run).node(node)
-                nv.host = host or nv.host
-                nv.state, nv.detail, nv.updated_at = state, detail, at
-            case RunStartEvent(run=run, total_steps=total, nodes=hosts, at=at):
-                rv = self.run(run)
-                rv.total_steps, rv.hosts, rv.started_at = total, tuple(hosts), at
-                for i, h in enumerate(hosts):
-                    rv.node(i).host = h
-                self.current_run = run
-            case RunEndEvent(run=run, outcome=outcome, reason=reason, root_cause_node=root, at=at):
-                rv = self.run(run)
-                rv.outcome, rv.reason, rv.root_cause_node, rv.ended_at = outcome, reason, root, at
-                if self.current_run == run:
-                    self.current_run = None
-            case VerdictEvent(run=run, metric=metric):
-                self.run(run).verdicts[metric] = ev  # type: ignore[assignment]
-            case SuiteEndEvent(passed=passed, results_path=rp, report_path=hp):
-                self.suite_passed, self.results_path, self.report_path = passed, rp, hp
-            case _:
-                self.events_applied -= 1
+    def root_cause(self, run: str) -> int | None:
+        rv = self.runs.get(run)
+        if rv is None:
+            return None
+        if rv.root_cause_node is not None:
+            return rv.root_cause_node
+        fatal = [r for r in self.errors if r.run == run and r.hit.severity is Severity.FATAL]
+        return fatal[0].node if fatal else None
 
-    @staticmethod
-    def _apply_log(nv: NodeView, ev: LogEvent) -> None:
-        nv.events.append(ev)
-        match ev:
-            case StepEvent():
-                nv.latest_step = ev.step if nv.latest_step is None else max(nv.latest_step, ev.step)
-                nv.losses.append((ev.step, ev.loss))
-                if ev.kind is StepKind.TRAIN and ev.seconds is not None:
-                    nv.step_times.append((ev.step, ev.seconds))
-                if not math.isfinite(ev.loss) and nv.nonfinite is None:
-                    nv.nonfinite = "nan" if math.isnan(ev.loss) else "inf"
-                if nv.state in (NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING):
-                    nv.state = NodeState.TRAINING
-            case EvalEvent():
-                nv.evals.append((ev.step, ev.loss))
-            case ErrorHit():
-                if ev.severity is Severity.FATAL:
-                    nv.fatal_count += 1
-                else:
-                    nv.warning_count += 1
-                if len(nv.errors) < MAX_ERRORS:
-                    nv.errors.append(ev)
-            case NonFiniteAbortEvent():
-                nv.nonfinite = nv.nonfinite or ev.value
-                nv.fatal_count += 1
-            case CheckpointEvent():
-                pass
+    def eta_seconds(self, rv: RunView) -> float | None:
+        """Remaining time of a run from its slowest node's step and the median recent step time."""
+        if rv.outcome is not None or not rv.total_steps or not rv.nodes:
+            return None
+        steps = [n.step for n in rv.nodes.values() if n.step is not None]
+        per_step = rv.median_step_seconds()
+        if not steps or per_step is None:
+            return None
+        return max(0, rv.total_steps - 1 - min(steps)) * per_step
 
+    # -- folding -------------------------------------------------------------------------------------
+    def apply(self, ev: RunEvent) -> None:
+        self.events_seen += 1
+        self.version += 1
+        at = getattr(ev, "at", 0.0)
+        if at:
+            self.first_at = at if self.first_at is None else min(self.first_at, at)
+            self.last_at = at if self.last_at is None else max(self.last_at, at)
+        if isinstance(ev, LogLinesEvent):
+            self._apply_lines(ev)
+        elif isinstance(ev, NodeLogEvent):
+            self._apply_log_event(ev)
+        elif isinstance(ev, NodeStatusEvent):
+            nv = self.run(ev.run).node(ev.node)
+            nv.state, nv.detail = ev.state, ev.detail
+            if ev.host:
+                nv.host = ev.host
+        elif isinstance(ev, StageEvent):
+            sv = self.stages.get(ev.stage)
+            if sv is None:
+                sv = self.stages[ev.stage] = StageView(ev.stage, ev.state, ev.detail, ev.at)
+            else:
+                sv.state, sv.detail, sv.at = ev.state, ev.detail, ev.at
+            if ev.state is StageState.RUNNING:
+                sv.started_at = ev.at
+            elif ev.state in (StageState.PASSED, StageState.FAILED, StageState.SKIPPED):
+                sv.ended_at = ev.at
+        elif isinstance(ev, RunStartEvent):
+            rv = self.run(ev.run)
+            rv.total_steps, rv.hosts, rv.started_at = ev.total_steps, ev.nodes, ev.at or None
+            for rank, host in enumerate(ev.nodes):
+                rv.node(rank).host = host
+        elif isinstance(ev, RunEndEvent):
+            rv = self.run(ev.run)
+            rv.outcome, rv.reason, rv.ended_at = ev.outcome, ev.reason, ev.at or None
+            rv.root_cause_node = ev.root_cause_node
+        elif isinstance(ev, VerdictEvent):
+            self.run(ev.run).verdicts[ev.metric] = ev
+        elif isinstance(ev, SuiteEndEvent):
+            self.suite_end = ev
 
-__all__ = ["NodeView", "RunState", "RunView", "StageView"]
+    def _apply_lines(self, ev: LogLinesEvent) -> None:
+        rv = self.run(ev.run)
+        nv = rv.node(ev.node)
+        nv.lines.extend(ev.first_line, ev.lines)
+        for text in ev.lines:
+            rv.merged.append((ev.node, text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS]))
+        rv.merged_seq += len(ev.lines)
+        for text in reversed(ev.lines):
+            if text.strip():
+                nv.last_line = text[:MAX_LINE_CHARS]
+                break
+
+    def _apply_log_event(self, ev: NodeLogEvent) -> None:
+        rv = self.run(ev.run)
+        nv = rv.node(ev.node)
+        le = ev.event
+        if isinstance(le, StepEvent):
+            nv.step = le.step
+            nv.loss = le.loss
+            if math.isfinite(le.loss):
+                nv.losses.append(le.loss)
+                if ev.node == min(rv.nodes):
+                    rv.loss_curve[le.step] = le.loss
+            if le.kind is StepKind.TRAIN and le.seconds is not None:
+                nv.step_seconds = le.seconds
+                if math.isfinite(le.seconds) and le.seconds > 0:
+                    nv.step_times.append(le.seconds)
+            if le.tokens_per_device is not None:
+                nv.tokens_per_s = le.tokens_per_device  # MaxText's Tokens/s/device of this step
+            if nv.state in (NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING):
+                nv.state = NodeState.TRAINING
+        elif isinstance(le, ErrorHit):
+            nv.error_hits += 1
+            if le.severity is Severity.FATAL:
+                nv.fatal_hits += 1
+            self._error_seq += 1
+            if len(self.errors) < MAX_ERROR_ROWS or le.severity is Severity.FATAL:
+                self.errors.append(ErrorRow(ev.run, ev.node, le, self._error_seq))
+            else:
+                self.errors_dropped += 1
+        elif isinstance(le, NonFiniteAbortEvent):
+            nv.loss = math.nan if le.value == "nan" else math.inf

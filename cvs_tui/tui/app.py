@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
 from cvs_tui.core.events import RunEvent
+from cvs_tui.core.state import RunState
 from cvs_tui.tui.attach_source import plan_slugs, read_plan_info, run_slug
 from cvs_tui.tui.feed import EventFeed, as_feed
 from cvs_tui.tui.screens.dashboard import DashboardScreen
@@ -31,7 +32,6 @@ from cvs_tui.tui.screens.help import HelpScreen
 from cvs_tui.tui.screens.node_log import NodeLogScreen
 from cvs_tui.tui.screens.quit_dialog import QuitChoice, QuitDialog
 from cvs_tui.tui.screens.verdicts import VerdictsScreen
-from cvs_tui.tui.viewmodel import SuiteView
 from cvs_tui.tui.widgets.log_pane import LogPane
 from cvs_tui.tui.widgets.node_table import NodeTable
 
@@ -110,7 +110,7 @@ class CvsApp(App[QuitChoice]):
         self.export_dir = export_dir or (run_dir / "exports" if run_dir is not None else Path.cwd())
         self.clock = clock
         self.refresh_seconds = refresh_seconds
-        self.view = SuiteView()
+        self.view = RunState()
         self.source_done = False
         self.source_error: str | None = None
         self.dashboard = DashboardScreen()

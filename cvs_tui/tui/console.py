@@ -27,6 +27,7 @@ from cvs_tui.core.events import (
     StageState,
     SuiteEndEvent,
 )
+from cvs_tui.core.state import RunState, RunView
 from cvs_tui.tui.format import (
     NODE_STATE_STYLE,
     OUTCOME_STYLE,
@@ -36,7 +37,6 @@ from cvs_tui.tui.format import (
     fmt_float,
     fmt_rate,
 )
-from cvs_tui.tui.viewmodel import RunView, SuiteView
 
 PROGRESS_SECONDS = 10.0
 HITS_PRINTED_PER_SIGNATURE = 5  # per run, node and signature; a noisy warning must not flood CI logs
@@ -50,7 +50,7 @@ class ConsoleView:
         self.console = console
         self.ascii_only = ascii_only
         self.clock = clock
-        self.view = SuiteView()
+        self.view = RunState()
         self._progress_version = -1
         self._hits_printed: dict[tuple[str, int, str], int] = {}
 
@@ -190,7 +190,7 @@ async def run_console(
     ascii: bool = False,
     progress_seconds: float = PROGRESS_SECONDS,
     clock: Callable[[], float] = time.time,
-) -> SuiteView:
+) -> RunState:
     """Print ``source`` until it ends; returns the folded view (``suite_end`` says passed or failed)."""
     cv = ConsoleView(console or Console(), ascii_only=ascii, clock=clock)
 

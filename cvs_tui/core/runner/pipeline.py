@@ -93,6 +93,7 @@ class _NodeWatch:
     log_path: str  # on the node
     local_log: Path
     parser: NodeLogParser
+    events: list[Any] = field(default_factory=list)  # everything parsed: what finalize_run judges
     exit_code: int | None = None
     first_fatal_at: float | None = None
     fatal_line: int | None = None
@@ -596,12 +597,12 @@ class Suite:
     ) -> RunRecord:
         for w in watches:
             for ev in w.parser.finish():
+                w.events.append(ev)
                 self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
-        view = self.state.run(pr.key)
         rec = finalize_run(
             self.loaded,
             pr.key,
-            [view.node(w.rank).events for w in watches],
+            [w.events for w in watches],
             exit_codes=[w.exit_code for w in watches],
             outcome=outcome,
             reason=reason,
@@ -774,6 +775,7 @@ class Suite:
             w.partial = data
         now = time.time()
         for ev in w.parser.feed(chunk):
+            w.events.append(ev)
             self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
             if isinstance(ev, StepEvent):
                 w.last_progress = now

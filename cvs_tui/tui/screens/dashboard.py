@@ -11,7 +11,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from cvs_tui.tui.viewmodel import SuiteView
+from cvs_tui.core.state import RunState
 from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
 from cvs_tui.tui.widgets.node_table import NodeTable
 from cvs_tui.tui.widgets.run_header import RunHeader
@@ -46,7 +46,7 @@ class DashboardScreen(Screen[None]):
         yield Footer()
 
     @property
-    def view(self) -> SuiteView:
+    def view(self) -> RunState:
         return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def run_key(self) -> str | None:

@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from cvs_tui.core.events import Severity
-from cvs_tui.tui.viewmodel import ErrorRow, SuiteView
+from cvs_tui.core.state import ErrorRow, RunState
 
 
 class ErrorsScreen(Screen[None]):
@@ -36,7 +36,7 @@ class ErrorsScreen(Screen[None]):
         yield Footer()
 
     @property
-    def view(self) -> SuiteView:
+    def view(self) -> RunState:
         return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def on_mount(self) -> None:

@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from cvs_tui.tui.viewmodel import SuiteView
+from cvs_tui.core.state import RunState
 from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
 
 CONTEXT_LINES = 200  # lines either side of a jump target read back from the log file
@@ -36,7 +36,7 @@ class NodeLogScreen(Screen[None]):
         yield Footer()
 
     @property
-    def view(self) -> SuiteView:
+    def view(self) -> RunState:
         return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def on_mount(self) -> None:

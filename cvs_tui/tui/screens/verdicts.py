@@ -15,8 +15,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from cvs_tui.core.events import StageState
+from cvs_tui.core.state import RunState, RunView
 from cvs_tui.tui.format import OUTCOME_STYLE, VERDICT_STYLE, fmt_float
-from cvs_tui.tui.viewmodel import RunView, SuiteView
 from cvs_tui.tui.widgets.loss_plot import LossPlot
 
 CHECKPOINT_STAGE = "checkpoint_resume"
@@ -40,7 +40,7 @@ def verdict_table(rv: RunView, *, ascii_only: bool) -> Table:
     return table
 
 
-def banner(view: SuiteView, *, ascii_only: bool) -> Text:
+def banner(view: RunState, *, ascii_only: bool) -> Text:
     end = view.suite_end
     if end is None:
         return Text(" RUNNING: verdicts fill in as runs end ", style="bold reverse cyan")
@@ -70,7 +70,7 @@ class VerdictsScreen(Screen[None]):
         yield Footer()
 
     @property
-    def view(self) -> SuiteView:
+    def view(self) -> RunState:
         return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def on_mount(self) -> None:
@@ -119,7 +119,7 @@ class VerdictsScreen(Screen[None]):
                 continue
         self.query_one("#footer-info", Static).update(self._footer_text(view))
 
-    def _footer_text(self, view: SuiteView) -> Group:
+    def _footer_text(self, view: RunState) -> Group:
         parts: list[Text] = []
         ck = view.stages.get(CHECKPOINT_STAGE)
         if ck is not None:

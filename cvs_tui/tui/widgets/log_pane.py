@@ -20,7 +20,7 @@ from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.widgets import Input, Log, Static
 
-from cvs_tui.tui.viewmodel import SuiteView
+from cvs_tui.core.state import RunState
 
 LOG_MAX_LINES = 20000  # lines held by the widget; the view model and the files on disk hold the rest
 
@@ -130,14 +130,14 @@ class LogPane(Vertical):
         return self.log_widget.follow
 
     # -- sources -------------------------------------------------------------------------------------
-    def show_source(self, source: LogSource | None, view: SuiteView) -> None:
+    def show_source(self, source: LogSource | None, view: RunState) -> None:
         if source == self.source and self._static_note is None:
             return
         self.source = source
         self._static_note = None
         self.rebuild(view)
 
-    def rebuild(self, view: SuiteView) -> None:
+    def rebuild(self, view: RunState) -> None:
         """Redraw from the ring buffer (after a source, filter or mode change)."""
         log = self.log_widget
         log.clear()
@@ -155,7 +155,7 @@ class LogPane(Vertical):
             return lines
         return [f"{n:>7}  {text}" for n, text in enumerate(lines, start=first)]
 
-    def pump(self, view: SuiteView, *, rebuilding: bool = False) -> int:
+    def pump(self, view: RunState, *, rebuilding: bool = False) -> int:
         """Write the lines that arrived since the last call, in one batch. Returns lines written."""
         src = self.source
         if src is None or self._static_note is not None:
@@ -214,7 +214,7 @@ class LogPane(Vertical):
         log.scroll_to(y=max(0, index - log.size.height // 2), animate=False, immediate=True)
 
     # -- follow, filter, export ----------------------------------------------------------------------
-    def toggle_follow(self, view: SuiteView) -> None:
+    def toggle_follow(self, view: RunState) -> None:
         log = self.log_widget
         if self._static_note is not None:
             # Leaving a window read from disk: back to the live buffer, following.
@@ -237,7 +237,7 @@ class LogPane(Vertical):
         box.add_class("-shown")
         box.focus()
 
-    def set_filter(self, text: str, view: SuiteView) -> None:
+    def set_filter(self, text: str, view: RunState) -> None:
         self.filter = LineFilter(text)
         self.rebuild(view)
 

@@ -18,8 +18,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from cvs_tui.core.state import RunState, RunView
 from cvs_tui.tui.format import NODE_STATE_STYLE, fmt_float, fmt_rate
-from cvs_tui.tui.viewmodel import RunView, SuiteView
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 SPARK_WIDTH = 16
@@ -93,7 +93,7 @@ class NodeTable(Widget, can_focus=True):
         if rank in self._ranks:
             self.move_cursor(self._ranks.index(rank))
 
-    def show(self, view: SuiteView, rv: RunView | None, *, ascii_only: bool) -> None:
+    def show(self, view: RunState, rv: RunView | None, *, ascii_only: bool) -> None:
         """Take the run's current state; only rows on screen are formatted now, the rest when shown."""
         if rv is None:
             return

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from rich.text import Text
 from textual.widgets import Static
 
+from cvs_tui.core.state import RunState
 from cvs_tui.tui.format import fmt_duration
-from cvs_tui.tui.viewmodel import SuiteView
 
 
 class RunHeader(Static):
@@ -18,7 +18,7 @@ class RunHeader(Static):
     RunHeader { height: 2; background: $panel; padding: 0 1; }
     """
 
-    def show(self, view: SuiteView, info: Mapping[str, str], title: str, now: float) -> None:
+    def show(self, view: RunState, info: Mapping[str, str], title: str, now: float) -> None:
         line1 = Text()
         line1.append(title or "cvs-tui", style="bold")
         known = ("config", "model", "mode", "gpu")

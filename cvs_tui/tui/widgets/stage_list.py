@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from cvs_tui.core.events import StageState
+from cvs_tui.core.state import RunState
 from cvs_tui.tui.format import OUTCOME_STYLE, STAGE_MARK
-from cvs_tui.tui.viewmodel import SuiteView
 
 
 class StageList(Static):
@@ -17,7 +17,7 @@ class StageList(Static):
     StageList { width: 34; padding: 0 1; overflow-y: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def show(self, view: SuiteView, viewed_run: str | None, *, ascii_only: bool) -> None:
+    def show(self, view: RunState, viewed_run: str | None, *, ascii_only: bool) -> None:
         # one line per stage and run: a long reason is cut, not wrapped (the full text is in the report)
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("Stages\n", style="bold underline")
