@@ -1,6 +1,7 @@
 """Parser throughput on generated MaxText node logs.
 
-    python benchmarks/parse_throughput.py [--sizes 10,100,1000] [--chunk-kib 1024] [--no-flat]
+    python benchmarks/parse_throughput.py [--sizes 10,100,1000] [--chunk-kib 1024] [--no-flat] [--pure]
+        [--reference]
 
 For each size (MB) a realistic log is generated into a temporary file (never held in memory): a config
 dump preamble, then steps (mostly `completed step` lines, a few absl warnings between them), an orbax
@@ -11,6 +12,7 @@ MB/s (wall clock and process CPU time), lines/s, events and the peak RSS of the 
 with every newline turned into a space (the flattened form) is measured too. ``--reference`` adds a
 per-line reference parser (upstream CVS's documented algorithm) run on the same file, so the figures can
 be compared on a machine whose load varies; its events column shows the steps it recovered ("st").
+``--pure`` adds the parser's own pure-Python path (what runs where the C scanner is not built; same events).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse import NodeLogParser, accel
 
 _HDR = "I1130 {h:02d}:{m:02d}:{s:02d}.{us:06d} 140692907891584 "
 _STEP = (
@@ -145,9 +147,9 @@ def generate(path: Path, size_mb: int, *, flat: bool = False, seed: int = 7) -> 
     return lines
 
 
-def measure(path: Path, chunk: int) -> tuple[float, float, int, int]:
+def measure(path: Path, chunk: int, native: bool | None = None) -> tuple[float, float, int, int]:
     """(wall seconds, CPU seconds, events, lines_seen) for one pass of the parser over ``path``."""
-    parser = NodeLogParser()
+    parser = NodeLogParser(native=native)
     events = 0
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -199,8 +201,9 @@ def _peak_rss_mb() -> float:
 
 
 def _isolated(fn: Callable[..., tuple], *args: object) -> tuple:
-    """Run ``fn`` in a fresh forked process; returns its result plus that process's peak RSS (MB)."""
-    ctx = multiprocessing.get_context("fork")
+    """Run ``fn`` in a fresh interpreter (as ``cvs-tui analyze`` is); returns its result plus that process's
+    peak RSS (MB). A forked child would pay copy-on-write faults on the generator's heap instead."""
+    ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1, maxtasksperchild=1) as pool:
         return pool.apply(_with_rss, (fn, *args))
 
@@ -218,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reference", action="store_true", help="also time a per-line reference parser on logs up to 100 MB"
     )
+    ap.add_argument(
+        "--pure", action="store_true", help="also time the parser's pure-Python path on logs up to 100 MB"
+    )
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     chunk = args.chunk_kib * 1024
@@ -225,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         f"python {sys.version.split()[0]}, chunk {args.chunk_kib} KiB, baseline RSS {_peak_rss_mb():.0f} MB"
     )
     print(
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; 'cpu' columns use process CPU time"
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; 'cpu' columns use process CPU time;"
+        f" parser: {accel.describe()}"
     )
     print(
         f"{'log':<16}{'MB':>8}{'wall s':>8}{'MB/s':>8}{'cpu s':>8}{'cpu MB/s':>10}{'lines/s':>11}"
@@ -244,6 +251,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{nbytes / 1e6 / cpu:>10.1f}{lines / cpu:>11,.0f}{events:>12,}{rss:>13.0f}",
                     flush=True,
                 )
+                if args.pure and size <= 100:
+                    psecs, pcpu, pevents, _pseen, prss = _isolated(measure, path, chunk, False)
+                    print(
+                        f"{'  pure Python':<16}{nbytes / 1e6:>8.1f}{psecs:>8.2f}{nbytes / 1e6 / psecs:>8.1f}"
+                        f"{pcpu:>8.2f}{nbytes / 1e6 / pcpu:>10.1f}{lines / pcpu:>11,.0f}{pevents:>12,}"
+                        f"{prss:>13.0f}",
+                        flush=True,
+                    )
                 if args.reference and size <= 100:
                     rsecs, rcpu, steps, rrss = _isolated(measure_reference, path)
                     print(

@@ -17,7 +17,7 @@ pick_python311() {
 }
 
 stamp=.venv/.cvs-tui-installed
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py cvs_tui/core/parse/_native.c | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/cvs-tui ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   PY=$(pick_python311)
   [ -x .venv/bin/python ] || "$PY" -m venv .venv

@@ -9,7 +9,7 @@ export CVS_TEST_ROOT=${CVS_TEST_ROOT:-/tmp/cvs-ci}
 if [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends chromium tmux >/dev/null
+  apt-get install -y -qq --no-install-recommends chromium tmux gcc libc6-dev >/dev/null
   bash .ci/infra.sh up
   trap 'bash .ci/infra.sh down' EXIT
 else

@@ -302,7 +302,7 @@ def test_feed_accepts_bytearray_and_memoryview() -> None:
 @pytest.mark.parametrize("path", [None, *fixture_logs()], ids=lambda p: p.name if p else "corpus")
 def test_literal_search_without_the_automaton_gives_the_same_events(path: Path | None) -> None:
     data = CORPUS.encode() if path is None else path.read_bytes()
-    plain = NodeLogParser(_use_automaton=False)
+    plain = NodeLogParser(native=False, _use_automaton=False)
     assert not plain._finder.accelerated
     out = plain.feed(data) + plain.finish()
     assert canon(out) == canon(parse_log_bytes(data))

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from cvs_tui import __version__
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
 from cvs_tui.core.errors import UserError
@@ -282,17 +284,21 @@ def _f(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _step_point(e: StepEvent) -> StepPoint:
-    return StepPoint(
-        step=e.step,
-        kind=e.kind.value,
-        loss=_f(e.loss),
-        loss_text=None if math.isfinite(e.loss) else ("nan" if math.isnan(e.loss) else str(e.loss)),
-        seconds=_f(e.seconds),
-        tokens_per_sec=_f(e.tokens_per_device),
-        tflops_per_sec=_f(e.tflops_per_device),
-        line=e.line,
-    )
+def _step_fields(e: StepEvent) -> dict[str, object]:
+    return {
+        "step": e.step,
+        "kind": e.kind.value,
+        "loss": _f(e.loss),
+        "loss_text": None if math.isfinite(e.loss) else ("nan" if math.isnan(e.loss) else str(e.loss)),
+        "seconds": _f(e.seconds),
+        "tokens_per_sec": _f(e.tokens_per_device),
+        "tflops_per_sec": _f(e.tflops_per_device),
+        "line": e.line,
+    }
+
+
+# one validation call for a node's whole series: a long run has hundreds of thousands of steps
+_STEP_SERIES = TypeAdapter(list[StepPoint])
 
 
 def _window_record(status: str, reason: str, steps: list[int], excluded: dict[int, str]) -> WindowRecord:
@@ -413,7 +419,7 @@ def _node_record(
         straggler=stats.straggler,
         fatal_errors=len(fatal),
         warnings=len(hits) - len(fatal),
-        steps=[_step_point(e) for e in events if isinstance(e, StepEvent)],
+        steps=_STEP_SERIES.validate_python([_step_fields(e) for e in events if isinstance(e, StepEvent)]),
         evals=[
             EvalPoint(step=e.step, loss=_f(e.loss), dialect=e.dialect.value, line=e.line)
             for e in events

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
@@ -40,6 +41,16 @@ def _available() -> list[tuple[str, object]]:
     return mods
 
 
+class _VersionAction(argparse.Action):
+    """`cvs-tui --version`: the version and which log-parser path runs (the C scanner or pure Python)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from cvs_tui.core.parse import accel
+
+        print(f"cvs-tui {__version__} (log parser: {accel.describe()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cvs-tui",
@@ -47,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="`cvs-tui CONFIG` is short for `cvs-tui run CONFIG`. Exit codes: 0 passed, 1 failed, "
         "2 bad input, 130 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"cvs-tui {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for _name, mod in _available():
         mod.add_parser(sub)  # type: ignore[attr-defined]
@@ -73,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cvs-tui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`cvs-tui config list | head`): stop quietly, as other tools do, and keep
+        # the interpreter's final flush from raising again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Bytes in, typed events out: record splitting (incl. flattened logs), MaxText dialects, error signatures."""
 
+from cvs_tui.core.parse import accel
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.parse.parser import NodeLogParser, parse_log_bytes
 from cvs_tui.core.parse.records import RECORD_CAP
@@ -15,6 +16,7 @@ __all__ = [
     "DEFAULT_ERROR_PATTERNS",
     "RECORD_CAP",
     "NodeLogParser",
+    "accel",
     "parse_log_bytes",
     "parse_metrics_file",
 ]

@@ -1,19 +1,22 @@
 """`NodeLogParser`: one node's log bytes in, typed events out, incrementally.
 
-Speed comes from letting C code do the scanning: step lines are found by one regex pass over a whole
-batch of records; every other line kind has an anchor literal and every error signature a set of
-necessary literals, all found in one pass over a lower-cased copy (see ``literals``), and only the
-records holding them run the detailed regexes. Events come out in log order: by record, then its steps,
-its other kinds, its error hits.
+Speed comes from scanning whole batches of records at once: step lines are found in one pass over the
+batch; every other line kind has an anchor literal and every error signature a set of necessary
+literals, all found in one case-folded pass (see ``literals``), and only the records holding them run
+the detailed regexes. The passes over every byte (record headers, newlines, literals, step lines, fatal
+headers) run in the C scanner when it is built (see ``accel``); the regex code here is the reference it
+is tested against and the fallback. Events come out in log order: by record, then its steps, its other
+kinds, its error hits.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from operator import itemgetter
+from operator import itemgetter, sub
 
 from cvs_tui.core.events import ErrorHit, LogEvent, Severity, StepEvent, StepKind
+from cvs_tui.core.parse import accel
 from cvs_tui.core.parse import dialects as d
 from cvs_tui.core.parse.literals import LiteralFinder
 from cvs_tui.core.parse.records import RECORD_CAP, Batch, RecordSplitter
@@ -31,18 +34,27 @@ class NodeLogParser:
 
     ``error_patterns`` (name -> regex, matched case-insensitively) replaces the built-in default set
     when given; always-on fatal signatures and benign classification apply either way. A pattern that
-    does not compile is skipped.
+    does not compile is skipped. ``native``: use the C scanner (True: required, False: never, None: when
+    built); the events are the same either way.
     """
 
-    def __init__(self, error_patterns: dict[str, str] | None = None, *, _use_automaton: bool = True) -> None:
-        self._split = RecordSplitter()
+    def __init__(
+        self,
+        error_patterns: dict[str, str] | None = None,
+        *,
+        native: bool | None = None,
+        _use_automaton: bool = True,
+    ) -> None:
+        self._nat = accel.select(native)
+        self.native = self._nat is not None
+        self._split = RecordSplitter(self._nat)
         self._sigs: list[Signature] = compile_signatures(error_patterns)
         self._memstats = d.MemStats()
         # one literal finder for the line-kind anchors and the signatures' necessary literals
         literals = [anchor for anchors, _ in d.RULES for anchor in anchors]
         for sig in self._sigs:
             literals.extend(sig.literals or ())
-        self._finder = LiteralFinder(literals, use_automaton=_use_automaton)
+        self._finder = LiteralFinder(literals, use_automaton=_use_automaton, native=self._nat)
         self._rule_lits = [[self._finder.index(a) for a in anchors] for anchors, _ in d.RULES]
         # literal index -> signatures that need it; signatures without a usable literal scan fully
         self._lit_sigs: dict[int, list[int]] = {}
@@ -90,25 +102,28 @@ class NodeLogParser:
     def _events(self, batch: Batch) -> list[LogEvent]:
         buf, starts, end, lines = batch.buf, batch.starts, batch.end, batch.lines
         n = len(starts) - 1
-        self._needs_sort = False
         longs: list[int] = []
         if end > RECORD_CAP:
-            longs = [i for i in range(n) if starts[i + 1] - starts[i] > RECORD_CAP]
+            sizes = list(map(sub, starts[1:], starts[:-1]))
+            if max(sizes) > RECORD_CAP:
+                longs = [i for i in range(n) if sizes[i] > RECORD_CAP]
         early, early_nan = self._early_pos, self._early_nonfinite
         self._early_pos, self._early_nonfinite = 0, False
         if not longs:
-            keyed = self._scan(buf, starts, end, lines, frozenset(), 0, early, early_nan)
-        else:
-            skip = frozenset(longs)
-            keyed = self._scan(buf, starts, end, lines, skip, 0, 0 if 0 in skip else early, early_nan)
-            for i in longs:
-                rec = buf[starts[i] : starts[i] + RECORD_CAP]
-                e0, n0 = (early, early_nan) if i == 0 else (0, False)
-                keyed.extend(self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i, e0, n0))
-        if not keyed:
-            return []
-        if self._needs_sort or longs:
-            keyed.sort(key=itemgetter(0))
+            steps, recs, others = self._scan(buf, starts, end, lines, frozenset(), 0, early, early_nan)
+            return _merge(steps, recs, others) if others else steps
+        # records over the cap are parsed on their first RECORD_CAP bytes, each on its own
+        skip = frozenset(longs)
+        early0 = 0 if 0 in skip else early
+        steps, recs, keyed = self._scan(buf, starts, end, lines, skip, 0, early0, early_nan)
+        keyed.extend(((r, 0, k), ev) for k, (r, ev) in enumerate(zip(recs, steps, strict=True)))
+        for i in longs:
+            rec = buf[starts[i] : starts[i] + RECORD_CAP]
+            e0, n0 = (early, early_nan) if i == 0 else (0, False)
+            steps, recs, others = self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i, e0, n0)
+            keyed.extend(((i, 0, k), ev) for k, ev in enumerate(steps))
+            keyed.extend(others)
+        keyed.sort(key=itemgetter(0))
         return [ev for _, ev in keyed]
 
     def _early_steps(self) -> list[LogEvent]:
@@ -142,46 +157,35 @@ class NodeLogParser:
         base: int,
         early: int = 0,
         early_nonfinite: bool = False,
-    ) -> list[tuple[tuple[int, int, int], LogEvent]]:
-        """Events of the records of one buffer, keyed (record, rank, position) for ordering.
+    ) -> tuple[list[LogEvent], list[int], list[tuple[tuple[int, int, int], LogEvent]]]:
+        """The records of one buffer: (steps in order, the record of each step, the other events keyed
+        (base + record, rank, position) for ordering). Record numbers of steps are relative to the buffer.
 
         Steps of record 0 that end before ``early`` were already emitted from the unfinished record.
         """
+        # 1. train steps: one pass over the whole buffer
+        if self._nat is not None:
+            steps, recs, nonfinite = self._nat.scan_steps(buf, starts, lines, end, early, skip)
+        else:
+            rampup = buf.find(b"[Rampup", 0, end) != -1
+            steps, recs, nonfinite = _scan_steps_py(buf, starts, lines, end, early, skip, rampup)
+        if early_nonfinite:
+            nonfinite.insert(0, 0)
+
+        # 2. other line kinds and error literals: one case-folded literal pass
         out: list[tuple[tuple[int, int, int], LogEvent]] = []
         append = out.append
-        rampup = buf.find(b"[Rampup", 0, end) != -1
-        nonfinite: list[int] = []
-        src_cache: dict[bytes, str] = {}
-        if early_nonfinite:
-            nonfinite.append(0)
-
-        # 1. train steps: one pass over the whole buffer
-        for m in d.STEP.finditer(buf, early, end):
-            p = m.start()
-            i = bisect_right(starts, p) - 1
-            if (skip and i in skip) or m.end() > starts[i + 1]:
-                continue
-            ev = _make_step(buf, m, starts[i], lines[i], rampup, src_cache)
-            if ev is None:
-                continue
-            append(((base + i, 0, p), ev))
-            lossf = ev.loss
-            if lossf != lossf or lossf in (_INF, _NINF):
-                nonfinite.append(i)
-
-        # 2. other line kinds and error literals: one literal pass over the folded text
-        low = buf[:end].lower()
-        found = self._finder.find(low, starts, end)
+        found = self._finder.find(buf, starts, end)
         for r, (_anchors, handler) in enumerate(d.RULES):
             lits = self._rule_lits[r]
-            recs = found.get(lits[0])
+            found_recs = found.get(lits[0])
             for lit in lits[1:]:
                 more = found.get(lit)
                 if more:
-                    recs = more if not recs else recs | more
-            if not recs:
+                    found_recs = more if not found_recs else found_recs | more
+            if not found_recs:
                 continue
-            for i in sorted(recs):
+            for i in sorted(found_recs):
                 if i in skip:
                     continue
                 s = starts[i]
@@ -195,14 +199,10 @@ class NodeLogParser:
                     evs = self._memstats(rec, lines[i])
                 for k, ev in enumerate(evs):
                     append(((base + i, 1 + r, k), ev))
-                    self._needs_sort = True
 
         # 3. error signatures
-        hits = self._errors(buf, starts, end, lines, skip, nonfinite, base, found)
-        if hits:
-            out.extend(hits)
-            self._needs_sort = True
-        return out
+        out.extend(self._errors(buf, starts, end, lines, skip, nonfinite, base, found))
+        return steps, recs, out
 
     def _errors(
         self,
@@ -266,9 +266,10 @@ class NodeLogParser:
                 out.append(((base + i, _RANK_ERR, k), ErrorHit(name, sev, text, lines[i], origin)))
         return out
 
-    @staticmethod
-    def _f_level(buf: bytes, starts: list[int], end: int, skip: frozenset[int]) -> set[int]:
+    def _f_level(self, buf: bytes, starts: list[int], end: int, skip: frozenset[int]) -> set[int]:
         """Records whose absl or TF/XLA header has level F (glog FATAL: the process aborts)."""
+        if self._nat is not None:
+            return self._nat.fatal_records(buf, starts, end, skip)
         out: set[int] = set()
         for regex in (d.F_GLOG, d.F_TF):
             for m in regex.finditer(buf, 0, end):
@@ -278,7 +279,6 @@ class NodeLogParser:
                     out.add(i)
         return out
 
-    _needs_sort = False
     internal_errors = 0  # feeds whose unfinished record was dropped after an unexpected failure
     _early_pos = 0  # steps of the unfinished record up to here were already emitted
     _early_nonfinite = False
@@ -287,6 +287,49 @@ class NodeLogParser:
 _GLOG_LEVELS = frozenset(b"IWEF")
 _INF = float("inf")
 _NINF = float("-inf")
+
+
+def _merge(
+    steps: list[LogEvent], recs: list[int], others: list[tuple[tuple[int, int, int], LogEvent]]
+) -> list[LogEvent]:
+    """Steps (in order, ``recs[k]`` the record of ``steps[k]``) and the few other events, in log order: a
+    record's steps come before its other events."""
+    others.sort(key=itemgetter(0))
+    out: list[LogEvent] = []
+    pos = 0
+    for key, ev in others:
+        cut = bisect_right(recs, key[0], pos)
+        if cut > pos:
+            out.extend(steps[pos:cut])
+            pos = cut
+        out.append(ev)
+    out.extend(steps[pos:])
+    return out
+
+
+def _scan_steps_py(
+    buf: bytes, starts: list[int], lines: list[int], end: int, early: int, skip: frozenset[int], rampup: bool
+) -> tuple[list[LogEvent], list[int], list[int]]:
+    """Steps of ``buf[early:end]`` inside one record each, not in ``skip``: (events, records, records
+    with a non-finite loss). The reference for the C ``scan_steps``."""
+    steps: list[LogEvent] = []
+    recs: list[int] = []
+    nonfinite: list[int] = []
+    src_cache: dict[bytes, str] = {}
+    for m in d.STEP.finditer(buf, early, end):
+        p = m.start()
+        i = bisect_right(starts, p) - 1
+        if (skip and i in skip) or m.end() > starts[i + 1]:
+            continue
+        ev = _make_step(buf, m, starts[i], lines[i], rampup, src_cache)
+        if ev is None:
+            continue
+        steps.append(ev)
+        recs.append(i)
+        lossf = ev.loss
+        if lossf != lossf or lossf in (_INF, _NINF):
+            nonfinite.append(i)
+    return steps, recs, nonfinite
 
 
 def _make_step(
@@ -328,7 +371,7 @@ def _make_step(
 
 def _recover(split: RecordSplitter) -> RecordSplitter:
     """After an internal failure, drop the unfinished record and go on with the next bytes."""
-    fresh = RecordSplitter()
+    fresh = RecordSplitter(split._native)
     fresh._line0 = split.newlines + 1
     fresh.newlines = split.newlines
     fresh.total_bytes = split.total_bytes

@@ -15,6 +15,7 @@ which the next header may begin; the bytes in between are counted and dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 from cvs_tui.core.parse.dialects import HEADER_MAX, LITERAL_HEADERS, TIMED_HEADER
 
@@ -39,8 +40,30 @@ def _normalise(data: bytes) -> bytes:
     return data.replace(b"\n", b" ")
 
 
+def find_headers_py(norm: bytes, pos: int) -> list[int]:
+    """Record starts at or after ``pos`` (> 0), ascending: the reference for the C ``find_headers``."""
+    found = [m.start(m.lastindex or 0) for m in TIMED_HEADER.finditer(norm, pos)]
+    extra: list[int] = []
+    for lit, regex in LITERAL_HEADERS:
+        if norm.find(lit, pos) == -1:
+            continue
+        for m in regex.finditer(norm, pos):
+            p = m.start()
+            if norm[p - 1] in _WS:
+                extra.append(p)
+    if extra:
+        found = sorted(set(found).union(extra))
+    if found and found[0] == 0:
+        found = found[1:]
+    return found
+
+
 class RecordSplitter:
-    def __init__(self) -> None:
+    """``native``: the C scanner module (see ``accel``), or None for the pure-Python path."""
+
+    def __init__(self, native: ModuleType | None = None) -> None:
+        self._native = native
+        self._headers = native.find_headers if native is not None else find_headers_py
         self._orig = b""  # the unfinished record as received (for line counting)
         self._norm = b""  # the same, normalised
         self._line0 = 1  # line of self._orig[0]
@@ -66,9 +89,15 @@ class RecordSplitter:
             self._keep(orig, norm)
             return None
         last = found[-1]
-        batch = self._batch(orig, norm, [0, *found[:-1]], last)
+        if self._native is not None and not self._dropped:
+            lines = self._native.record_lines(orig, [0, *found], self._line0)
+            line_last = lines.pop()
+            batch = Batch(norm, [0, *found], last, lines)
+        else:
+            batch = self._batch(orig, norm, [0, *found[:-1]], last)
+            line_last = self._line_at(orig, last)
         # carry the unfinished record
-        self._line0 = self._line_at(orig, last)
+        self._line0 = line_last
         self._drop_nl = 0
         self._dropped = False
         self._scanned = len(norm) - last
@@ -107,6 +136,8 @@ class RecordSplitter:
         return self._line0 + orig.count(b"\n", 0, pos) + extra
 
     def _batch(self, orig: bytes, norm: bytes, starts: list[int], end: int) -> Batch:
+        if self._native is not None and not self._dropped:
+            return Batch(norm, [*starts, end], end, self._native.record_lines(orig, starts, self._line0))
         lines: list[int] = []
         line = self._line0
         prev = 0
@@ -129,21 +160,3 @@ class RecordSplitter:
             norm = norm[:RECORD_CAP] + norm[cut_to:]
             self._scanned = len(norm)
         self._orig, self._norm = orig, norm
-
-    @staticmethod
-    def _headers(norm: bytes, pos: int) -> list[int]:
-        """Record starts at or after ``pos`` (> 0), ascending."""
-        found = [m.start(m.lastindex or 0) for m in TIMED_HEADER.finditer(norm, pos)]
-        extra: list[int] = []
-        for lit, regex in LITERAL_HEADERS:
-            if norm.find(lit, pos) == -1:
-                continue
-            for m in regex.finditer(norm, pos):
-                p = m.start()
-                if norm[p - 1] in _WS:
-                    extra.append(p)
-        if extra:
-            found = sorted(set(found).union(extra))
-        if found and found[0] == 0:
-            found = found[1:]
-        return found

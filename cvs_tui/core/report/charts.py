@@ -36,11 +36,11 @@ MAX_POINTS = 1500  # per series: longer series are thinned so the page stays lig
 MAX_MARKERS = 200  # per series: beyond this, markers would hide the line
 
 
-def _thin(pts: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """Every k-th point (plus the last) so a series has at most MAX_POINTS."""
-    if len(pts) <= MAX_POINTS:
+def _thin(pts: list[tuple[int, float]], most: int = MAX_POINTS) -> list[tuple[int, float]]:
+    """Every k-th point (plus the last) so a series has at most ``most`` points."""
+    if len(pts) <= most:
         return pts
-    k = -(-len(pts) // MAX_POINTS)
+    k = -(-len(pts) // most)
     return pts[::k] + ([pts[-1]] if (len(pts) - 1) % k else [])
 
 
@@ -69,7 +69,7 @@ def loss_chart(run: RunRecord) -> str | None:
             ax.plot([s for s, _ in pts], [v for _, v in pts], color=PALETTE[0], lw=1.6, label="training loss")
         if run.loss_curve and run.loss_curve.points:
             ax.plot(
-                *zip(*run.loss_curve.points, strict=True),
+                *zip(*_thin(list(run.loss_curve.points), MAX_MARKERS), strict=True),
                 "o",
                 ms=4.5,
                 mfc="white",
@@ -77,7 +77,7 @@ def loss_chart(run: RunRecord) -> str | None:
                 mew=1.4,
                 label="loss-curve samples",
             )
-        evals = [(e.step, e.loss) for e in node.evals if e.loss is not None]
+        evals = _thin([(e.step, e.loss) for e in node.evals if e.loss is not None], MAX_MARKERS)
         if evals:
             ax.plot(*zip(*evals, strict=True), "s", ms=5, color=PALETTE[1], label="eval loss")
         bad = [p.step for p in node.steps if p.loss is None]
@@ -108,7 +108,7 @@ def step_time_chart(run: RunRecord) -> str | None:
             ys = [v for _, v in line]
             ax.plot(xs, ys, color=c, lw=1.1, alpha=0.85, label=f"node {n.rank}")
             inside = [(s, v) for s, v in pts if s in window] if len(pts) <= MAX_MARKERS else []
-            outside = [(s, v) for s, v in pts if s not in window][: MAX_MARKERS * 5]
+            outside = _thin([(s, v) for s, v in pts if s not in window], MAX_MARKERS * 2)
             if inside:
                 ax.plot(*zip(*inside, strict=True), "o", ms=3.5, color=c)
             if outside:

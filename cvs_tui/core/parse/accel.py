@@ -1,0 +1,51 @@
+"""The parser's optional C scanner (``_native``, built from ``_native.c`` by ``pip install``).
+
+It answers exactly what the pure-Python code answers (the test-suite compares the two on real and fuzzed
+logs), several times faster. Without a C compiler the module is missing and the Python path runs;
+``CVS_TUI_PURE_PARSER=1`` selects the Python path on purpose (for comparisons, or to rule the scanner out).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.parse import dialects as d
+
+try:
+    from cvs_tui.core.parse import _native as _built
+except ImportError:  # not compiled: the pure-Python path
+    _built = None
+
+if _built is not None:
+    # StepEvents are built in C by filling their slots; configure checks the class still allows that
+    _built.configure(StepEvent, StepKind.TRAIN, StepKind.RAMPUP, d._src, d.header_info)
+
+PURE_ENV = "CVS_TUI_PURE_PARSER"
+
+
+def built() -> bool:
+    """Whether the C scanner is compiled and importable."""
+    return _built is not None
+
+
+def select(native: bool | None) -> ModuleType | None:
+    """The scanner module to use: ``True`` requires it, ``False`` refuses it, ``None`` takes it when built
+    and not turned off by ``CVS_TUI_PURE_PARSER=1``."""
+    if native is False or (native is None and os.environ.get(PURE_ENV) == "1"):
+        return None
+    if _built is None:
+        if native:
+            raise RuntimeError("the parser's C scanner is not built (needs a C compiler: pip install -e .)")
+        return None
+    return _built
+
+
+def describe() -> str:
+    """One line for benchmarks and version output."""
+    if _built is None:
+        return "pure Python (C scanner not built)"
+    if os.environ.get(PURE_ENV) == "1":
+        return f"pure Python ({PURE_ENV}=1)"
+    return "C scanner"
