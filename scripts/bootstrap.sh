@@ -23,6 +23,8 @@ if [ ! -x .venv/bin/cvs-tui ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; t
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[test]'
+  # an earlier install's emptied package folder would shadow the editable install
+  find .venv/lib/python3*/site-packages/cvs_tui -depth -type d -empty -delete 2>/dev/null || true
   echo "$want" >"$stamp"
 fi
 
