@@ -13,6 +13,7 @@ from types import ModuleType
 from cvs_tui.core.events import StepEvent, StepKind
 from cvs_tui.core.parse import dialects as d
 
+_why_not = "C scanner not built"
 try:
     from cvs_tui.core.parse import _native as _built
 except ImportError:  # not compiled: the pure-Python path
@@ -20,7 +21,10 @@ except ImportError:  # not compiled: the pure-Python path
 
 if _built is not None:
     # StepEvents are built in C by filling their slots; configure checks the class still allows that
-    _built.configure(StepEvent, StepKind.TRAIN, StepKind.RAMPUP, d._src, d.header_info)
+    try:
+        _built.configure(StepEvent, StepKind.TRAIN, StepKind.RAMPUP, d._src, d.header_info)
+    except TypeError as exc:  # a StepEvent the C code does not know: stay correct, run Python
+        _built, _why_not = None, f"C scanner out of date with StepEvent: {exc}"
 
 PURE_ENV = "CVS_TUI_PURE_PARSER"
 
@@ -37,7 +41,7 @@ def select(native: bool | None) -> ModuleType | None:
         return None
     if _built is None:
         if native:
-            raise RuntimeError("the parser's C scanner is not built (needs a C compiler: pip install -e .)")
+            raise RuntimeError(f"the parser's C scanner is unavailable: {_why_not}")
         return None
     return _built
 
@@ -45,7 +49,7 @@ def select(native: bool | None) -> ModuleType | None:
 def describe() -> str:
     """One line for benchmarks and version output."""
     if _built is None:
-        return "pure Python (C scanner not built)"
+        return f"pure Python ({_why_not})"
     if os.environ.get(PURE_ENV) == "1":
         return f"pure Python ({PURE_ENV}=1)"
     return "C scanner"
