@@ -41,7 +41,9 @@ def _normalise(data: bytes) -> bytes:
 
 
 def find_headers_py(norm: bytes, pos: int) -> list[int]:
-    """Record starts at or after ``pos`` (> 0), ascending: the reference for the C ``find_headers``."""
+    """Record starts (> 0, ascending) of the headers found from ``pos`` on (a timed header is anchored on
+    its hour's colon, so its start may lie up to HEADER_MAX bytes before ``pos``): the reference for the C
+    ``find_headers``."""
     found = [m.start(m.lastindex or 0) for m in TIMED_HEADER.finditer(norm, pos)]
     extra: list[int] = []
     for lit, regex in LITERAL_HEADERS:
