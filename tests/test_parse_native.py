@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -854,13 +853,6 @@ def test_record_lines_on_fixtures(path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # The step pass and the F-level pass of one buffer (the parser's private references)
 # ---------------------------------------------------------------------------------------------------------
-def _steps_py(
-    buf: bytes, starts: list[int], lines: list[int], end: int, early: int, skip: frozenset[int]
-) -> tuple[list[Any], list[int], list[int]]:
-    rampup = buf.find(b"[Rampup", 0, end) != -1
-    return parser_mod._scan_steps_py(buf, starts, lines, end, early, skip, rampup)
-
-
 @cache
 def _pure_parser() -> NodeLogParser:
     return NodeLogParser(native=False)
@@ -868,7 +860,7 @@ def _pure_parser() -> NodeLogParser:
 
 def _check_buffer(buf: bytes, starts: list[int], end: int, early: int, skip: frozenset[int]) -> None:
     lines = [1 + 3 * k for k in range(len(starts) - 1)]
-    want_steps = _steps_py(buf, starts, lines, end, early, skip)
+    want_steps = parser_mod._scan_steps_py(buf, starts, lines, end, early, skip)
     want_fatal = _pure_parser()._f_level(buf, starts, end, skip)
     if _native is None:
         return
@@ -991,7 +983,7 @@ def test_step_values_read_like_float(values: list[bytes]) -> None:
     ]
     buf = b" ".join([ABSL + b"x.py:1]", *lines])
     _check_buffer(buf, [0, len(buf)], len(buf), 0, frozenset())
-    assert _steps_py(buf, [0, len(buf)], [1], len(buf), 0, frozenset())[0] or not all(
+    assert parser_mod._scan_steps_py(buf, [0, len(buf)], [1], len(buf), 0, frozenset())[0] or not all(
         _is_float(v) for v in values
     )
 

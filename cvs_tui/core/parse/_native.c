@@ -776,69 +776,50 @@ static Py_ssize_t value(uc *b, Py_ssize_t i, Py_ssize_t n, int must_follow) {
 }
 
 typedef struct {
-    Py_ssize_t st0, st1, sec0, sec1, sl0, sl1, tf0, tf1, tok0, tok1, tw0, tw1, loss0, loss1, ex0, ex1;
+    Py_ssize_t s, e; /* s < 0: the optional group is absent */
+} span;
+
+typedef struct {
+    span st, sec, sl, tf, tok, tw, loss, ex;
 } step_match;
+
+/* `LABEL` then a run of at most max_digits digits (max_digits > 0) or a value (see value()) at *j: its
+ * span in *out and *j moved past it; 0 when they do not match there */
+static int field(uc *b, Py_ssize_t *j, Py_ssize_t n, const char *label, int max_digits, int must_follow,
+                 span *out) {
+    Py_ssize_t len = (Py_ssize_t)strlen(label), v = *j + len;
+    if (!lit(b, *j, n, label, len)) return 0;
+    Py_ssize_t e = max_digits ? digits(b, v, n, 1, max_digits) : value(b, v, n, must_follow);
+    if (e < 0) return 0;
+    out->s = v;
+    out->e = e;
+    *j = e;
+    return 1;
+}
 
 /* the part after `, seconds: VALUE` up to the loss value, with the two optional groups tried in the
  * order the regex tries them (present before absent) */
 static Py_ssize_t match_tail(uc *b, Py_ssize_t j, Py_ssize_t n, step_match *m, int with_sl, int with_tf) {
-    m->sl0 = m->sl1 = m->tf0 = m->tf1 = m->tok0 = m->tok1 = -1;
-    if (with_sl) {
-        if (!LIT(b, j, n, ", live slice count: ")) return -1;
-        Py_ssize_t e = digits(b, j + 20, n, 1, 9);
-        if (e < 0) return -1;
-        m->sl0 = j + 20;
-        m->sl1 = e;
-        j = e;
-    }
-    if (with_tf) {
-        if (!LIT(b, j, n, ", TFLOP/s/device: ")) return -1;
-        Py_ssize_t e = value(b, j + 18, n, 1);
-        if (e < 0) return -1;
-        m->tf0 = j + 18;
-        m->tf1 = e;
-        j = e;
-        if (!LIT(b, j, n, ", Tokens/s/device: ")) return -1;
-        e = value(b, j + 19, n, 1);
-        if (e < 0) return -1;
-        m->tok0 = j + 19;
-        m->tok1 = e;
-        j = e;
-    }
-    if (!LIT(b, j, n, ", total_weights: ")) return -1;
-    Py_ssize_t e = value(b, j + 17, n, 1);
-    if (e < 0) return -1;
-    m->tw0 = j + 17;
-    m->tw1 = e;
-    j = e;
-    if (!LIT(b, j, n, ", loss: ")) return -1;
-    e = value(b, j + 8, n, 0);
-    if (e < 0) return -1;
-    m->loss0 = j + 8;
-    m->loss1 = e;
-    return e;
+    m->sl.s = m->tf.s = m->tok.s = -1;
+    if (with_sl && !field(b, &j, n, ", live slice count: ", 9, 1, &m->sl)) return -1;
+    if (with_tf && !(field(b, &j, n, ", TFLOP/s/device: ", 0, 1, &m->tf) &&
+                     field(b, &j, n, ", Tokens/s/device: ", 0, 1, &m->tok)))
+        return -1;
+    if (!field(b, &j, n, ", total_weights: ", 0, 1, &m->tw) || !field(b, &j, n, ", loss: ", 0, 0, &m->loss))
+        return -1;
+    return j;
 }
 
 /* STEP regex at p (`completed step: ` already seen there): match end or -1 */
 static Py_ssize_t match_step(uc *b, Py_ssize_t p, Py_ssize_t n, step_match *m) {
     Py_ssize_t j = p + 16;
-    Py_ssize_t e = digits(b, j, n, 1, 12);
-    if (e < 0) return -1;
-    m->st0 = j;
-    m->st1 = e;
-    if (!LIT(b, e, n, ", seconds: ")) return -1;
-    j = e + 11;
-    e = value(b, j, n, 1);
-    if (e < 0) return -1;
-    m->sec0 = j;
-    m->sec1 = e;
-    j = e;
+    if (!field(b, &j, n, "", 12, 1, &m->st) || !field(b, &j, n, ", seconds: ", 0, 1, &m->sec)) return -1;
     Py_ssize_t t = -1;
     for (int sl = 1; sl >= 0 && t < 0; sl--)
         for (int tf = 1; tf >= 0 && t < 0; tf--) t = match_tail(b, j, n, m, sl, tf);
     if (t < 0) return -1;
     /* extras: `(?:, [A-Za-z_]{1,64}: [^,\s]{1,64})*` */
-    m->ex0 = t;
+    m->ex.s = t;
     for (;;) {
         if (!LIT(b, t, n, ", ")) break;
         Py_ssize_t k = t + 2, lim = t + 2 + 65 < n ? t + 2 + 65 : n;
@@ -849,7 +830,7 @@ static Py_ssize_t match_step(uc *b, Py_ssize_t p, Py_ssize_t n, step_match *m) {
         if (v < 0) break;
         t = v;
     }
-    m->ex1 = t;
+    m->ex.e = t;
     return t;
 }
 
@@ -977,20 +958,14 @@ static PyObject *make_step(uc *b, Py_ssize_t n_all, step_match *m, Py_ssize_t s,
                ends_with(b, s, p, "[Rampup Batch Size Phase] ", 26);
     v[F_KIND] = Py_NewRef(ramp ? kind_rampup : kind_train);
     v[F_LINE] = Py_NewRef(line);
-    if (!(v[F_STEP] = to_int(b, m->st0, m->st1))) goto fail;
-    if (!(v[F_LOSS] = to_float(b, m->loss0, m->loss1))) goto fail;
-    if (!(v[F_SEC] = to_float(b, m->sec0, m->sec1))) goto fail;
-    if (m->tf0 >= 0) {
-        if (!(v[F_TF] = to_float(b, m->tf0, m->tf1))) goto fail;
-    } else v[F_TF] = Py_NewRef(Py_None);
-    if (m->tok0 >= 0) {
-        if (!(v[F_TOK] = to_float(b, m->tok0, m->tok1))) goto fail;
-    } else v[F_TOK] = Py_NewRef(Py_None);
-    if (!(v[F_TW] = to_float(b, m->tw0, m->tw1))) goto fail;
-    if (m->sl0 >= 0) {
-        if (!(v[F_SL] = to_int(b, m->sl0, m->sl1))) goto fail;
-    } else v[F_SL] = Py_NewRef(Py_None);
-    if (!(v[F_EX] = extras(b, m->ex0, m->ex1))) goto fail;
+    if (!(v[F_STEP] = to_int(b, m->st.s, m->st.e))) goto fail;
+    if (!(v[F_LOSS] = to_float(b, m->loss.s, m->loss.e))) goto fail;
+    if (!(v[F_SEC] = to_float(b, m->sec.s, m->sec.e))) goto fail;
+    if (!(v[F_TF] = m->tf.s < 0 ? Py_NewRef(Py_None) : to_float(b, m->tf.s, m->tf.e))) goto fail;
+    if (!(v[F_TOK] = m->tok.s < 0 ? Py_NewRef(Py_None) : to_float(b, m->tok.s, m->tok.e))) goto fail;
+    if (!(v[F_TW] = to_float(b, m->tw.s, m->tw.e))) goto fail;
+    if (!(v[F_SL] = m->sl.s < 0 ? Py_NewRef(Py_None) : to_int(b, m->sl.s, m->sl.e))) goto fail;
+    if (!(v[F_EX] = extras(b, m->ex.s, m->ex.e))) goto fail;
     PyObject *obj = step_cls->tp_alloc(step_cls, 0);
     if (!obj) goto fail;
     for (int k = 0; k < NFIELDS; k++) *(PyObject **)((char *)obj + step_offsets[k]) = v[k];

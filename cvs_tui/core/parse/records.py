@@ -91,15 +91,10 @@ class RecordSplitter:
             self._keep(orig, norm)
             return None
         last = found[-1]
-        if self._native is not None and not self._dropped:
-            lines = self._native.record_lines(orig, [0, *found], self._line0)
-            line_last = lines.pop()
-            batch = Batch(norm, [0, *found], last, lines)
-        else:
-            batch = self._batch(orig, norm, [0, *found[:-1]], last)
-            line_last = self._line_at(orig, last)
+        lines = self._lines(orig, [0, *found])
         # carry the unfinished record
-        self._line0 = line_last
+        self._line0 = lines.pop()
+        batch = Batch(norm, [0, *found], last, lines)
         self._drop_nl = 0
         self._dropped = False
         self._scanned = len(norm) - last
@@ -111,9 +106,9 @@ class RecordSplitter:
         if not self._norm:
             return None
         orig, norm = self._orig, self._norm
-        batch = self._batch(orig, norm, [0], len(norm))
+        first, self._line0 = self._lines(orig, [0, len(orig)])
+        batch = Batch(norm, [0, len(norm)], len(norm), [first])
         self._orig = self._norm = b""
-        self._line0 = self._line_at(orig, len(orig))
         self._drop_nl = 0
         self._dropped = False
         self._scanned = 0
@@ -133,23 +128,20 @@ class RecordSplitter:
         return self.newlines + (0 if self._last_byte == 10 or not self.total_bytes else 1)
 
     # -----------------------------------------------------------------------------------------------------
-    def _line_at(self, orig: bytes, pos: int) -> int:
-        extra = self._drop_nl if self._dropped and pos > RECORD_CAP else 0
-        return self._line0 + orig.count(b"\n", 0, pos) + extra
-
-    def _batch(self, orig: bytes, norm: bytes, starts: list[int], end: int) -> Batch:
+    def _lines(self, orig: bytes, positions: list[int]) -> list[int]:
+        """The line of each position (ascending) in the unfinished record followed by the new bytes."""
         if self._native is not None and not self._dropped:
-            return Batch(norm, [*starts, end], end, self._native.record_lines(orig, starts, self._line0))
-        lines: list[int] = []
+            return self._native.record_lines(orig, positions, self._line0)
+        out: list[int] = []
         line = self._line0
         prev = 0
-        for s in starts:
+        for s in positions:
             line += orig.count(b"\n", prev, s)
             if self._dropped and prev <= RECORD_CAP < s:
                 line += self._drop_nl
-            lines.append(line)
+            out.append(line)
             prev = s
-        return Batch(norm, [*starts, end], end, lines)
+        return out
 
     def _keep(self, orig: bytes, norm: bytes) -> None:
         """Carry the unfinished record, dropping its middle once it outgrows the cap."""
