@@ -345,3 +345,71 @@ def event_to_dict(ev: Any) -> dict[str, Any]:
     d = asdict(ev)
     d["type"] = type(ev).__name__
     return d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Node health events (from core.health): kernel-log findings, per-node health state, GPU telemetry.
+# ``node`` is the rank, as in run events.
+# ---------------------------------------------------------------------------------------------------------
+class HealthState(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    NOT_CHECKED = "not checked"  # the kernel log could not be read: never shown as ok
+
+
+@dataclass(frozen=True, slots=True)
+class HealthFindingEvent:
+    """A kernel-log line that matched a health signature, tied to the run/step active at its time."""
+
+    node: int
+    host: str
+    signature: str
+    severity: Severity
+    line: str  # the kernel message as logged (one record)
+    kernel_time: float  # seconds since boot (the record's monotonic stamp)
+    wall_time: float  # seconds since the epoch, mapped from kernel_time
+    detail: str = ""  # e.g. "Xid 79 (GPU has fallen off the bus)", "block umc"
+    run: str | None = None
+    step: int | None = None  # the step in progress on that node, None before its first step
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealthEvent:
+    """A node's health state changed (``reason`` says why it is ``not checked``)."""
+
+    node: int
+    host: str
+    state: HealthState
+    reason: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU's telemetry at one instant; None where the tool did not report the value."""
+
+    gpu: int
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None  # junction/hotspot where reported, else edge
+    gfx_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    ecc_correctable: int | None = None  # running totals as the tool reports them
+    ecc_uncorrectable: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTelemetryEvent:
+    """One sample of every GPU of a node (``tool``: amd-smi, rocm-smi or nvidia-smi)."""
+
+    node: int
+    host: str
+    tool: str
+    samples: tuple[GpuSample, ...]
+    at: float = 0.0
+
+
+HealthEvent = HealthFindingEvent | NodeHealthEvent | GpuTelemetryEvent
