@@ -8,7 +8,7 @@ Xid finding, not also a "fallen off the bus" one).
 The shapes are those the drivers print (format strings in the Linux/NVIDIA drivers, real lines in
 ``tests/fixtures/health/kernel_lines.tsv`` with their sources). AMD's node-scraper dmesg table was
 read for coverage (RAS counts, poison, bad-page threshold, throttling, AER, MCE); its package is not a
-dependency (see ``docs`` in the report: batch analysis of whole dmesg text with pydantic/paramiko, no
+dependency (it analyses whole dmesg text in batches and brings pydantic/paramiko; it has no
 NVIDIA Xid, RDMA link or hung-task signatures).
 
 Severity: ``fatal`` fails the run that was active when the line was logged; ``warning`` is recorded
