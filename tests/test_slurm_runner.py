@@ -17,14 +17,19 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from _config_samples import write_config
 
+from cvs_tui.core.cluster import cluster_from_nodes_arg
+from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan import build_plan
 from cvs_tui.core.runner.launcher import LaunchSpec, exit_code_from_log_tail
 from cvs_tui.core.runner.slurm import (
     Allocation,
     SlurmClient,
     SlurmError,
     SlurmJob,
+    SlurmLauncher,
     SlurmStep,
     allocation_from_env,
     parse_slurm_args,
@@ -259,4 +264,32 @@ async def test_request_interrupted_while_pending_is_cancelled() -> None:
     with pytest.raises((asyncio.CancelledError, SlurmError)):
         await task
     await asyncio.sleep(0.5)
+    assert name not in slurm().cmd("squeue", "-h", "-o", "%j")
+
+
+@_mark
+async def test_launcher_seam_prepare_start_side_command_teardown(tmp_path: Path) -> None:
+    """SlurmLauncher as the Suite will drive it: its own allocation, a planned run, a side command."""
+    loaded = load_config(write_config(tmp_path / "cfg"), user="alice")
+    plan = build_plan(
+        loaded, cluster_from_nodes_arg("node1,node2", user="alice"), out_dir=tmp_path, run_id="R"
+    )
+    trainer = tmp_path / "trainer.sh"
+    trainer.write_text('echo "config $1"; grep -c . "$1"; exit 0\n')
+    plan = plan.model_copy(update={"python": "bash", "train_script_paths": [str(trainer)]})
+    name = f"cvs-test-{uuid.uuid4().hex[:6]}"
+    launcher = SlurmLauncher(plan, tmp_path / "run", ["-N", "2", "-J", name], client=slurm().client())
+    try:
+        assert await launcher.prepare() == []
+        assert launcher.alloc is not None and launcher.alloc.nodes == slurm().nodes
+        run = plan.runs[0]
+        job = await launcher.start(run)
+        for r in range(2):
+            log = await _collect(job, r, b"EXIT_CODE=", 60)
+            assert f"config {tmp_path}/run/slurm/{run.slug}/maxtext.node{r}.yml".encode() in log
+            assert await _exit(job, r, 10) == 0
+        res = await launcher.run_on_node(1, "echo $SLURMD_NODENAME", 30)
+        assert (res.rc, res.out.strip()) == (0, "node2")
+    finally:
+        assert await launcher.teardown() == []
     assert name not in slurm().cmd("squeue", "-h", "-o", "%j")

@@ -14,6 +14,8 @@ batch job's. Stopping: ``scancel --signal=TERM J.S``, grace, ``scancel J.S``, th
 process group is stopped through a side command on any node whose rank recorded no exit status (a
 killed slurmstepd leaves its task running and srun hanging). srun itself is never signalled while its
 tasks may run: srun turns TERM into SIGKILL for the tasks.
+
+(Longer than the usual module: allocation, step and the launcher seam are one mechanism, read together.)
 """
 
 from __future__ import annotations
