@@ -23,7 +23,7 @@ CONF=$R/etc/slurm.conf
 alive() { # alive <pidfile>: the recorded process exists and is not a zombie
   local p st
   [ -s "$1" ] || return 1
-  p=$(cat "$1")
+  p=$(cat "$1" 2>/dev/null) || return 1
   st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || return 1
   [ -n "$st" ] && [ "$st" != Z ]
 }
