@@ -245,9 +245,10 @@ async def test_self_requested_allocation_released_on_failure() -> None:
     name = f"cvs-test-{uuid.uuid4().hex[:6]}"
     a = await request_allocation(client, ["-N", "2", "-J", name], 60)
     try:
-        with pytest.raises(SlurmError):
-            await side_command(client, a, "nosuchnode", "true", 20)  # a failing stage
-            raise SlurmError("not reached: srun -w nosuchnode must fail")
+        with pytest.raises(SlurmError, match="stage failed"):
+            r = await side_command(client, a, "nosuchnode", "true", 20)
+            assert r.rc != 0 and "Unable to create step" in r.err  # not a node of the allocation
+            raise SlurmError("stage failed")  # as a failing stage does, with the allocation held
     finally:
         assert await release_allocation(client, a) == []
     assert name not in slurm().cmd("squeue", "-h", "-o", "%j")
