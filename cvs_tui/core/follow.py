@@ -1,0 +1,248 @@
+"""Follow logs that cvs-tui did not launch: growing files and standard input, as async byte iterators.
+
+For schedulers cvs-tui cannot drive (Kubernetes/XPK for TPU pods), the logs already exist somewhere:
+a file another tool writes (``kubectl logs -f POD > node0.log``) or a pipe (``... | cvs-tui analyze
+CONFIG --follow --logs -``). One :class:`Follower` per node hands out that node's bytes exactly as
+written, in order, so the parser sees what it would see in a finished file.
+
+* :class:`FileFollower` polls the path (stat + read from its offset; a poll costs a seek, not a read
+  of the file, and it works on network filesystems where inotify does not see remote writes). It waits
+  for a file that does not exist yet, and it survives:
+
+  - **rotation**: the path now names another file (new inode, e.g. logrotate's rename + create). The
+    rest of the old file is read to its end first, then the new file from byte 0;
+  - **truncation**: the same file is shorter than what was already read (``copytruncate``, ``: > f``).
+    Following starts again at byte 0 of the new content.
+
+  Rotation/truncation between two polls that also grows the file past the old offset cannot be told
+  apart from appending (as with ``tail -F``); ``poll_interval`` bounds that window.
+* :class:`StreamFollower` reads a pipe, terminal or redirected file (``-`` = stdin) until EOF.
+
+Both end when :meth:`Follower.stop` is called (after handing out what is already there) and count the
+bytes they handed out in ``offset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Sequence
+from typing import BinaryIO, Protocol
+
+from cvs_tui.core.errors import UserError
+
+STDIN = "-"
+_CHUNK = 1 << 20
+
+
+class Follower(Protocol):
+    """One node's byte source."""
+
+    name: str
+    offset: int  # bytes handed out so far (since the last rotation/truncation for a file)
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    def stop(self) -> None: ...
+
+
+class FileFollower:
+    """Follows ``path`` as it grows, across rotation and truncation, until :meth:`stop`."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        offset: int = 0,
+        poll_interval: float = 0.1,
+        chunk_size: int = _CHUNK,
+        name: str | None = None,
+    ) -> None:
+        self.path = path
+        self.name = name or path
+        self.offset = offset
+        self.poll_interval = poll_interval
+        self.chunk_size = chunk_size
+        self.rotations = 0  # the path came to name a new file
+        self.truncations = 0  # the file shrank below what was read
+        self.total = 0  # every byte handed out, across rotations and truncations
+        self._stop = asyncio.Event()
+        self._f: BinaryIO | None = None
+        self._ident: tuple[int, int] | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _open(self) -> bool:
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, closed in _close
+        except FileNotFoundError:
+            return False
+        st = os.fstat(f.fileno())
+        if self._ident is not None and (st.st_dev, st.st_ino) != self._ident:
+            self.offset = 0  # a new file at the path: the given start offset was for the old one
+        self._f, self._ident = f, (st.st_dev, st.st_ino)
+        f.seek(self.offset)
+        return True
+
+    def _close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def _read(self) -> bytes:
+        assert self._f is not None
+        return self._f.read(self.chunk_size) or b""
+
+    def _check_path(self) -> str:
+        """After reading to EOF: 'rotated', 'truncated' or '' (the same file, not shorter)."""
+        assert self._f is not None
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return ""  # moved away and not recreated yet: keep the open file, it may still grow
+        if (st.st_dev, st.st_ino) != self._ident:
+            return "rotated"
+        if st.st_size < self.offset:
+            return "truncated"
+        return ""
+
+    def _poll(self) -> list[bytes]:
+        """One poll (blocking file I/O, run in a thread): the new bytes, in order."""
+        out: list[bytes] = []
+        if self._f is None and not self._open():
+            return out
+        while True:
+            data = self._read()
+            if data:
+                self.offset += len(data)
+                out.append(data)
+                continue
+            change = self._check_path()
+            if change == "rotated":
+                self.rotations += 1
+                self._close()
+                self.offset = 0
+                if not self._open():
+                    return out
+                continue
+            if change == "truncated":
+                self.truncations += 1
+                assert self._f is not None
+                self.offset = 0
+                self._f.seek(0)
+                continue
+            return out
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The file's bytes as they are written; ends after :meth:`stop` (what is there is read first)."""
+        try:
+            while True:
+                stopping = self._stop.is_set()
+                for data in await asyncio.to_thread(self._poll):
+                    self.total += len(data)
+                    yield data
+                if stopping:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.poll_interval)
+        finally:
+            self._close()
+
+    async def read_rest(self) -> bytes:
+        """Everything after ``offset`` now (after following stopped); advances ``offset``."""
+        parts: list[bytes] = []
+
+        def drain() -> None:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self.offset)
+                    while data := f.read(self.chunk_size):
+                        parts.append(data)
+            except FileNotFoundError:
+                return
+
+        await asyncio.to_thread(drain)
+        data = b"".join(parts)
+        self.offset += len(data)
+        self.total += len(data)
+        return data
+
+
+class StreamFollower:
+    """Reads one byte stream (a pipe, a terminal, a redirected file; default stdin) until EOF or stop."""
+
+    def __init__(self, stream: BinaryIO | None = None, *, name: str = "stdin", chunk_size: int = 65536):
+        self.stream = stream if stream is not None else sys.stdin.buffer
+        self.name = name
+        self.offset = 0
+        self.chunk_size = chunk_size
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        fd = self.stream.fileno()
+        mode = os.fstat(fd).st_mode
+        source = self._file_chunks(fd) if stat.S_ISREG(mode) else self._pipe_chunks()
+        async for data in source:
+            self.offset += len(data)
+            yield data
+
+    async def _file_chunks(self, fd: int) -> AsyncIterator[bytes]:
+        # A regular file on stdin (`< saved.log`): the event loop cannot watch it; it ends at its EOF.
+        while not self._stop.is_set():
+            data = await asyncio.to_thread(os.read, fd, self.chunk_size)
+            if not data:
+                return
+            yield data
+
+    async def _pipe_chunks(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=self.chunk_size)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stream)
+        stop_task = asyncio.ensure_future(self._stop.wait())
+        try:
+            while True:
+                read_task = asyncio.ensure_future(reader.read(self.chunk_size))
+                done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+                if read_task not in done:
+                    read_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await read_task
+                    return
+                data = read_task.result()
+                if not data:
+                    return
+                yield data
+        finally:
+            stop_task.cancel()
+            transport.close()
+
+
+def followers_for(paths: Sequence[str], *, poll_interval: float = 0.1) -> list[Follower]:
+    """One follower per node, in rank order: ``-`` is standard input (at most once), anything else a file.
+
+    Raises UserError naming the problem.
+    """
+    if not paths:
+        raise UserError("--logs: give one log per node (a file path, or - for standard input)")
+    if list(paths).count(STDIN) > 1:
+        raise UserError("--logs: '-' (standard input) can be given only once")
+    out: list[Follower] = []
+    for p in paths:
+        if p == STDIN:
+            out.append(StreamFollower())
+        elif os.path.isdir(p):
+            raise UserError(f"--logs: {p} is a folder; give the log file of each node")
+        else:
+            out.append(FileFollower(p, poll_interval=poll_interval))
+    return out
