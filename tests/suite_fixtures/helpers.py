@@ -1,4 +1,4 @@
-"""Set-up for the run-engine tests: a per-test node folder, a config built from the stand-in fixture,
+"""Set-up for the suite tests: a per-test node folder, a config built from the stand-in fixture,
 a cluster file for the loopback sshd nodes, and ways to run the suite (CLI subprocess or in-process).
 
 The nodes share this machine's filesystem, so a test can read each node's own log and list its

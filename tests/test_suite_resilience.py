@@ -1,5 +1,5 @@
-"""The run engine against real trouble: a dropped SSH connection, a node down at start, Ctrl-C, hostile
-config values and `--resume`, on the loopback sshd nodes and dockerd (see test_engine_outcomes.py)."""
+"""The suite against real trouble: a dropped SSH connection, a node down at start, Ctrl-C, hostile
+config values and `--resume`, on the loopback sshd nodes and dockerd (see test_suite_outcomes.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from _runner_infra import infra, kill_ssh_connection, needs_infra
-from engine_fixtures.helpers import (
+from suite_fixtures.helpers import (
     SLUG,
     SWEEP,
     UNREACHABLE_HOST,
