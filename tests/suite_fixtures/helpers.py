@@ -25,7 +25,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.plan import build_plan, new_run_id
-from cvs_tui.core.runner.pipeline import RunOptions, Suite
+from cvs_tui.core.runner.suite import RunOptions, Suite
 
 FIXTURES = Path(__file__).resolve().parent
 TRAINER = FIXTURES / "standin_trainer.sh"
