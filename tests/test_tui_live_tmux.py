@@ -1,6 +1,6 @@
 """The real `cvs-tui CONFIG` in a real terminal (tmux): the live view, and leaving it mid-run.
 
-Two local ranks run the stand-in trainer (`tests/engine_fixtures/standin_trainer.sh`; this test is about
+Two local ranks run the stand-in trainer (`tests/suite_fixtures/standin_trainer.sh`; this test is about
 the front-end's hand-over, not training). Quitting asks whether to stop the run or detach: stop tears
 everything down (exit 130, no trainer left); detach lets the run finish headless (exit 0).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-FIX = ROOT / "engine_fixtures"
+FIX = ROOT / "suite_fixtures"
 BIN = Path(sys.executable).parent / "cvs-tui"
 SWEEP = "BS=1,PRECISION=BF16,SL=128"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]

@@ -81,6 +81,7 @@ class Plan(_Frozen):
     cluster_source: str
     known_hosts: str | None
     verify_host_keys: bool
+    launcher: str = "nodes"  # how the runs start on the nodes: a key of runner.launch.LAUNCHERS
     nodes: list[PlannedNode]
     coordinator: str
     coordinator_port: str
@@ -277,112 +278,16 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
     else:
         container_name = _docker_name(f"{cfg.container.name}-{cluster.user}-{run_id}")
 
-    needs_tokenizer = [r.key for r in runs if r.maxtext_config.get("dataset_type") != "synthetic"]
     tokenizer_path = cfg.train_params.maxtext_config.get("tokenizer_path")
-    stages = [PlannedStage(name="preflight", enabled=True, reason=_preflight_reason(loaded, cluster))]
-    if runtime == "host":
-        stages.append(
-            PlannedStage(name="launch_container", enabled=False, reason="runtime host: no container")
-        )
-    elif lifetime == "no_launch":
-        stages.append(
-            PlannedStage(
-                name="launch_container",
-                enabled=False,
-                reason=f"lifetime no_launch: uses the running container {container_name}",
-            )
-        )
-    else:
-        stages.append(
-            PlannedStage(
-                name="launch_container",
-                enabled=True,
-                reason=f"{runtime} container {container_name} from {cfg.container.image} on {nnodes} node(s)",
-            )
-        )
-    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
-    if loaded.mode == "distributed" and cpu_only:
-        stages.append(
-            PlannedStage(name="rdma", enabled=False, reason="hardware cpu: no RDMA devices to check")
-        )
-    elif loaded.mode == "distributed":
-        stages.append(
-            PlannedStage(name="rdma", enabled=True, reason="distributed config: check RDMA devices")
-        )
-    else:
-        stages.append(PlannedStage(name="rdma", enabled=False, reason="single-node config: no RDMA"))
-    if needs_tokenizer:
-        stages.append(
-            PlannedStage(
-                name="tokenizer",
-                enabled=True,
-                reason=f"{', '.join(needs_tokenizer)} use real data: download {cfg.train_params.hf_model_id} "
-                f"to {tokenizer_path}",
-            )
-        )
-    else:
-        stages.append(
-            PlannedStage(name="tokenizer", enabled=False, reason="every run uses dataset_type synthetic")
-        )
-    tp = cfg.train_params
-    if tp.maxtext_branch or tp.maxtext_install_cmd:
-        what = []
-        if tp.maxtext_branch:
-            what.append(f"check out {tp.maxtext_branch}")
-        if tp.maxtext_install_cmd:
-            what.append(f"run {tp.maxtext_install_cmd!r}")
-        stages.append(
-            PlannedStage(
-                name="maxtext_setup", enabled=True, reason=f"in {tp.maxtext_root}: {' and '.join(what)}"
-            )
-        )
-    else:
-        stages.append(
-            PlannedStage(
-                name="maxtext_setup",
-                enabled=False,
-                reason="no maxtext_branch or maxtext_install_cmd: the image's MaxText as is",
-            )
-        )
-    if smoke.enabled:
-        stages.append(
-            PlannedStage(
-                name="smoke",
-                enabled=True,
-                reason=f"{smoke.steps} steps, batch {smoke.per_device_batch_size}, "
-                f"seqlen {smoke.max_target_length}, BF16; a failure stops the suite",
-            )
-        )
-    else:
-        stages.append(PlannedStage(name="smoke", enabled=False, reason="smoke.enabled is false"))
-    for spec in loaded.runs:
-        stages.append(PlannedStage(name=f"run:{spec.key}", enabled=True, reason=f"{spec.steps} steps"))
-    if cr.enabled:
-        stages.append(
-            PlannedStage(
-                name="checkpoint_resume",
-                enabled=True,
-                reason=f"on {_ckpt_sweep(loaded).key}: {cr.steps_before_ckpt} steps saving every "
-                f"{cr.checkpoint_period}, resume to {cr.steps_before_ckpt + cr.steps_after_resume}, "
-                "compare with an uninterrupted reference",
-            )
-        )
-    else:
-        stages.append(
-            PlannedStage(
-                name="checkpoint_resume", enabled=False, reason="opt-in: checkpoint_resume.enabled is false"
-            )
-        )
-    stages.append(
-        PlannedStage(name="report", enabled=True, reason=f"HTML, JSON, JUnit and Markdown in {out_dir}")
+    # Each registered stage plans its own rows. Imported here, not at the top: the stage modules use
+    # this module's types (they import no runner machinery, see runner/stages/base.py).
+    from cvs_tui.core.runner.stages import plan_stages
+    from cvs_tui.core.runner.stages.base import PlanInput
+
+    stages = plan_stages(
+        PlanInput(loaded=loaded, cluster=cluster, out_dir=out_dir, runs=runs, container_name=container_name)
     )
-    if runtime == "host" or lifetime != "per_run":
-        why = (
-            "runtime host: no container" if runtime == "host" else f"lifetime {lifetime}: the container stays"
-        )
-        stages.append(PlannedStage(name="teardown", enabled=False, reason=why))
-    else:
-        stages.append(PlannedStage(name="teardown", enabled=True, reason=f"remove {container_name}"))
+    tp = cfg.train_params
 
     plan = Plan(
         run_id=run_id,
@@ -442,13 +347,6 @@ def _replace_deep(node: Any, old: str, new: str) -> Any:
     if isinstance(node, list):
         return [_replace_deep(v, old, new) for v in node]
     return node
-
-
-def _preflight_reason(loaded: LoadedConfig, cluster: Cluster) -> str:
-    if loaded.preflight_errors:
-        return f"{len(loaded.preflight_errors)} problem(s) to fix first: nothing will be launched"
-    where = "the local machine" if cluster.is_local else f"{len(cluster.nodes)} node(s) over SSH"
-    return f"reach {where}; check image, paths and train script before anything starts"
 
 
 def format_plan(plan: Plan) -> str:

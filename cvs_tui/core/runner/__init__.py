@@ -1,1 +1,2 @@
-"""Nodes (local, ssh), containers (docker, host), launch files, log tailing and the stage pipeline."""
+"""The live run: the suite and its stages, the launcher seam and the nodes launcher (transport, containers,
+launch scripts, log tailing), the watchdog."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.pipeline import RunOptions, Suite
+from cvs_tui.core.runner.suite import RunOptions, Suite
 from cvs_tui.tui.commands.plan import add_target_args, load_target
 from cvs_tui.tui.publish import add_public_options, publish
 

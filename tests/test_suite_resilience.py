@@ -1,5 +1,5 @@
-"""The run engine against real trouble: a dropped SSH connection, a node down at start, Ctrl-C, hostile
-config values and `--resume`, on the loopback sshd nodes and dockerd (see test_engine_outcomes.py)."""
+"""The suite against real trouble: a dropped SSH connection, a node down at start, Ctrl-C, hostile
+config values and `--resume`, on the loopback sshd nodes and dockerd (see test_suite_outcomes.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from _runner_infra import infra, kill_ssh_connection, needs_infra
-from engine_fixtures.helpers import (
+from suite_fixtures.helpers import (
     SLUG,
     SWEEP,
     UNREACHABLE_HOST,
@@ -48,7 +48,7 @@ async def test_ssh_connection_killed_mid_run_loses_and_repeats_no_line(tmp_path:
                 assert not task.done(), "the run ended before the connection could be killed"
                 assert time.monotonic() < end, "node 1 did not log its steps"
                 await asyncio.sleep(0.05)
-            pids = kill_ssh_connection(suite.transports[1])  # type: ignore[arg-type]
+            pids = kill_ssh_connection(suite.launcher.transports[1])  # type: ignore[arg-type]
             assert pids, "no sshd process served node 1's connection"
             killed += pids
         await asyncio.wait_for(task, 120)

@@ -1,7 +1,7 @@
-"""The run engine on real nodes (loopback sshd, dockerd): how each way a run can end is judged.
+"""The suite on real nodes (loopback sshd, dockerd): how each way a run can end is judged.
 
 Two nodes reached over SSH, a busybox container per run reached through each node's SSH-forwarded
-Docker socket, and a stand-in trainer (`engine_fixtures/standin_trainer.sh`; see its header) in place
+Docker socket, and a stand-in trainer (`suite_fixtures/standin_trainer.sh`; see its header) in place
 of MaxText. Everything is asserted from what a user gets: exit code, results.json, events.jsonl and
 the node logs in the run folder.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from _runner_infra import needs_infra
-from engine_fixtures.helpers import (
+from suite_fixtures.helpers import (
     SWEEP,
     cli,
     containers_of,

@@ -1,6 +1,6 @@
 """The maxtext_setup stage on the local node: branch checkout and install command, then the runs.
 
-The trainer is the stand-in (`tests/engine_fixtures/standin_trainer.sh`): this test is about the set-up
+The trainer is the stand-in (`tests/suite_fixtures/standin_trainer.sh`): this test is about the set-up
 stage and what it gates, not training. The MaxText checkout is a real git repository with two branches.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parent / "engine_fixtures"
+FIX = Path(__file__).resolve().parent / "suite_fixtures"
 CLI = Path(sys.executable).with_name("cvs-tui")
 SWEEP = "BS=1,PRECISION=BF16,SL=128"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="needs git")]

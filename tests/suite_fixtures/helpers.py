@@ -1,4 +1,4 @@
-"""Set-up for the run-engine tests: a per-test node folder, a config built from the stand-in fixture,
+"""Set-up for the suite tests: a per-test node folder, a config built from the stand-in fixture,
 a cluster file for the loopback sshd nodes, and ways to run the suite (CLI subprocess or in-process).
 
 The nodes share this machine's filesystem, so a test can read each node's own log and list its
@@ -25,7 +25,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.plan import build_plan, new_run_id
-from cvs_tui.core.runner.pipeline import RunOptions, Suite
+from cvs_tui.core.runner.suite import RunOptions, Suite
 
 FIXTURES = Path(__file__).resolve().parent
 TRAINER = FIXTURES / "standin_trainer.sh"

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Stand-in trainer for the run-engine tests (orchestration, not training).
+# Stand-in trainer for the suite tests (orchestration, not training).
 #
-# The engine tests are about how cvs-tui launches, follows, judges and stops a trainer on real nodes
+# The suite tests are about how cvs-tui launches, follows, judges and stops a trainer on real nodes
 # (SSH, Docker), so this POSIX sh script takes MaxText's place: the busybox test image has no Python
 # and real MaxText end to end is covered by its own tests. It is started exactly as MaxText is
 # (`$PYTHON SCRIPT YAML`, here `sh standin_trainer.sh maxtext.nodeN.yml`) and prints MaxText-format

@@ -1,0 +1,286 @@
+"""One planned run on every rank: start it, follow each rank's log, watch it, stop it, judge it.
+
+Each rank's log is followed by one stream from the launcher (resuming at its byte offset after a
+disconnect), copied byte for byte into the run folder and fed to that rank's parser as it arrives;
+every event goes onto the bus (front-ends, events.jsonl) and into the run state. A run ends as complete
+(every rank exited 0), failed (a fatal signature or NaN on any rank, a non-zero exit, a node lost: the
+first rank to fail is the root cause) or hung, as :func:`.watchdog.decide` says. The judge (the same
+code `analyze` uses) makes the run's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.events import (
+    ErrorHit,
+    ExitCodeEvent,
+    LogEvent,
+    LogLinesEvent,
+    NodeLogEvent,
+    NodeState,
+    NodeStatusEvent,
+    NonFiniteAbortEvent,
+    RunEndEvent,
+    RunEvent,
+    RunOutcome,
+    RunStartEvent,
+    Severity,
+    StepEvent,
+)
+from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.plan import Plan, PlannedRun
+from cvs_tui.core.results import RunRecord
+from cvs_tui.core.runner import judging
+from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
+from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
+
+_EXIT_LINE = re.compile(r"EXIT_CODE=(-?\d+)")
+_LINES_BATCH = 200  # raw lines per LogLinesEvent at most
+TICK_S = 0.25  # how often the watchdog looks
+STOP_WAIT_S = 20.0  # how long stopped ranks get to log their exit
+
+
+@dataclass
+class RankLog:
+    """One rank's log as it arrives: the copy in the run folder, the parser, what it parsed."""
+
+    watch: NodeWatch
+    local_log: Path
+    parser: NodeLogParser
+    events: list[LogEvent] = field(default_factory=list)  # everything parsed: what the judge judges
+    lines: int = 0
+    partial: bytes = b""
+
+
+class RunExecution:
+    """Runs planned runs one at a time; ``active``: the ranks that may still be running (for teardown).
+
+    ``records`` receives a run's record also when the run is interrupted (judged as far as it got).
+    """
+
+    def __init__(
+        self,
+        *,
+        loaded: LoadedConfig,
+        plan: Plan,
+        launcher: Launcher,
+        options: RunOptions,
+        run_dir: Path,
+        emit: Callable[[RunEvent], None],
+        records: dict[str, RunRecord],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.loaded = loaded
+        self.plan = plan
+        self.launcher = launcher
+        self.opt = options
+        self.run_dir = run_dir
+        self.emit = emit
+        self.records = records
+        self.clock = clock
+        self.job: Job | None = None
+        self.active: list[int] = []
+
+    async def stop_active(self) -> None:
+        if self.job is not None and self.active:
+            await self.job.cancel(self.active)
+        self.active = []
+
+    async def execute(self, pr: PlannedRun) -> RunRecord:
+        started = self.clock()
+        local_dir = self.run_dir / "logs" / pr.slug
+        local_dir.mkdir(parents=True, exist_ok=True)
+        ranks: list[RankLog] = []
+        for n in self.plan.nodes:
+            local = local_dir / f"node{n.rank}.log"
+            local.write_bytes(b"")
+            ranks.append(
+                RankLog(
+                    watch=NodeWatch(rank=n.rank, host=n.host, last_progress=started),
+                    local_log=local,
+                    parser=NodeLogParser(error_patterns=self.plan.error_patterns),
+                )
+            )
+        self.emit(
+            RunStartEvent(
+                run=pr.key, total_steps=pr.steps, nodes=tuple(n.host for n in self.plan.nodes), at=started
+            )
+        )
+        try:
+            self.job = await self.launcher.start(pr)
+        except LaunchFailed as exc:
+            self.job = exc.job
+            self.active = [r.watch.rank for r in ranks if r.watch.rank not in exc.errors]
+            for rank in self.active:
+                self._node_status(pr.key, rank, NodeState.STARTING)
+            first = min(exc.errors)
+            reason = f"node {first} ({ranks[first].watch.host}): launch failed: {exc.errors[first]}"
+            for rank, err in sorted(exc.errors.items()):
+                self._node_status(pr.key, rank, NodeState.FAILED, f"launch failed: {err}")
+            await self.stop_active()
+            return self._finalize(pr, ranks, Verdict(RunOutcome.FAILED, reason, first, started), started)
+        self.active = [r.watch.rank for r in ranks]  # teardown stops them, even if this is interrupted
+        for r in ranks:
+            self._node_status(pr.key, r.watch.rank, NodeState.STARTING)
+        try:
+            verdict = await self._watch(pr, self.job, ranks)
+        except asyncio.CancelledError:
+            # judge what ran so far, then let the interruption go on to teardown
+            stopped = Verdict(RunOutcome.INTERRUPTED, "interrupted", None, started)
+            self.records[pr.key] = self._finalize(pr, ranks, stopped, started)
+            self.active = []
+            raise
+        self.active = []
+        return self._finalize(pr, ranks, verdict, started)
+
+    # -- watching ----------------------------------------------------------------------------------------
+    async def _watch(self, pr: PlannedRun, job: Job, ranks: list[RankLog]) -> Verdict:
+        readers = [asyncio.create_task(self._follow(pr, job, r)) for r in ranks]
+        watches = [r.watch for r in ranks]
+        verdict: Verdict | None = None
+        try:
+            while True:
+                await asyncio.sleep(TICK_S)
+                verdict, stop = decide(watches, self.clock(), self.opt, verdict)
+                if stop:
+                    break
+            if verdict is not None and verdict.outcome is RunOutcome.HUNG and verdict.root is not None:
+                self._node_status(pr.key, verdict.root, NodeState.HUNG, verdict.reason)
+        finally:
+            await self._stop_still_running(pr, job, watches)
+            for r in ranks:
+                job.stop_following(r.watch.rank)
+            await asyncio.gather(*readers, return_exceptions=True)
+            for r in ranks:
+                await self._drain(pr, job, r)
+        return verdict or Verdict(RunOutcome.COMPLETE, "", None, self.clock())
+
+    async def _stop_still_running(self, pr: PlannedRun, job: Job, watches: Sequence[NodeWatch]) -> None:
+        still = [w for w in watches if not w.done]
+        if not still:
+            return
+        for w in still:
+            w.stopping = True  # their exit status is ours (TERM), not a failure of theirs
+        await job.cancel([w.rank for w in still])
+        for w in still:
+            if w.state is not NodeState.STOPPED:
+                w.state = NodeState.STOPPED
+                self._node_status(pr.key, w.rank, NodeState.STOPPED, "stopped by cvs-tui")
+        end = self.clock() + STOP_WAIT_S
+        while self.clock() < end and any(not w.done for w in still):
+            await asyncio.sleep(0.2)
+
+    async def _follow(self, pr: PlannedRun, job: Job, r: RankLog) -> None:
+        w = r.watch
+        try:
+            async for chunk in job.follow(w.rank):
+                self._ingest(pr, r, chunk)
+                if w.exit_code is not None:
+                    return
+        except NodeLost as exc:
+            w.lost = str(exc)
+            self._node_status(pr.key, w.rank, NodeState.UNREACHABLE, str(exc))
+
+    async def _drain(self, pr: PlannedRun, job: Job, r: RankLog) -> None:
+        """After the reader stopped: whatever the node wrote since (its last lines, EXIT_CODE)."""
+        if r.watch.lost:
+            return
+        with contextlib.suppress(NodeLost):
+            rest = await job.read_rest(r.watch.rank)
+            if rest:
+                self._ingest(pr, r, rest)
+
+    # -- ingesting ---------------------------------------------------------------------------------------
+    def _ingest(self, pr: PlannedRun, r: RankLog, chunk: bytes) -> None:
+        w = r.watch
+        with r.local_log.open("ab") as fh:
+            fh.write(chunk)
+        data = r.partial + chunk
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            complete, r.partial = data[: cut + 1], data[cut + 1 :]
+            lines = complete.decode("utf-8", "replace").split("\n")[:-1]
+            for i in range(0, len(lines), _LINES_BATCH):
+                batch = tuple(lines[i : i + _LINES_BATCH])
+                self.emit(LogLinesEvent(run=pr.key, node=w.rank, first_line=r.lines + i + 1, lines=batch))
+            r.lines += len(lines)
+            # The launcher's own last line: the parser holds a record until the next one starts, so the
+            # exit is taken from the raw line at once.
+            if w.exit_code is None and lines and (m := _EXIT_LINE.fullmatch(lines[-1].strip())):
+                self._exited(pr, w, int(m.group(1)))
+        else:
+            r.partial = data
+        now = self.clock()
+        for ev in r.parser.feed(chunk):
+            r.events.append(ev)
+            self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
+            if isinstance(ev, StepEvent):
+                w.on_step(ev, now)
+                if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
+                    w.state = NodeState.TRAINING
+                    self._node_status(pr.key, w.rank, NodeState.TRAINING)
+            elif isinstance(ev, ErrorHit | NonFiniteAbortEvent) and w.first_fatal_at is None:
+                if isinstance(ev, NonFiniteAbortEvent) or ev.severity is Severity.FATAL:
+                    w.on_fatal(ev.line, now)
+                    w.state = NodeState.FAILED
+                    self._node_status(pr.key, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
+            elif isinstance(ev, ExitCodeEvent) and w.exit_code is None:
+                self._exited(pr, w, ev.code)
+
+    def _exited(self, pr: PlannedRun, w: NodeWatch, code: int) -> None:
+        w.exit_code = code
+        if code == 0 and w.first_fatal_at is None:
+            w.state = NodeState.DONE
+            self._node_status(pr.key, w.rank, NodeState.DONE, "exit 0")
+        elif w.stopping and w.first_fatal_at is None:
+            w.state = NodeState.STOPPED
+            self._node_status(pr.key, w.rank, NodeState.STOPPED, f"stopped by cvs-tui (exit {code})")
+        elif w.state is not NodeState.FAILED:
+            w.state = NodeState.FAILED
+            self._node_status(pr.key, w.rank, NodeState.FAILED, f"exit {code}")
+
+    # -- judging -----------------------------------------------------------------------------------------
+    def _finalize(self, pr: PlannedRun, ranks: list[RankLog], verdict: Verdict, started: float) -> RunRecord:
+        for r in ranks:
+            for ev in r.parser.finish():
+                r.events.append(ev)
+                self.emit(NodeLogEvent(run=pr.key, node=r.watch.rank, event=ev))
+        rec = judging.judge_run(
+            self.loaded,
+            pr,
+            [r.events for r in ranks],
+            exit_codes=[r.watch.exit_code for r in ranks],
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            root_cause_node=verdict.root,
+            hosts=[r.watch.host for r in ranks],
+            node_logs=[r.local_log for r in ranks],
+            node_lines=[r.parser.lines_seen for r in ranks],
+            started_at=started,
+            ended_at=self.clock(),
+        )
+        for verdict_ev in judging.run_verdict_events(rec):
+            self.emit(verdict_ev)
+        self.emit(
+            RunEndEvent(
+                run=pr.key,
+                outcome=RunOutcome(rec.outcome),
+                reason=rec.reason,
+                root_cause_node=rec.root_cause_node,
+                at=self.clock(),
+            )
+        )
+        return rec
+
+    def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
+        host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
+        self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=self.clock()))

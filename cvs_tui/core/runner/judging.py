@@ -1,0 +1,77 @@
+"""Every call from the runner into the judge layer, in one place.
+
+The runner never computes a metric or a verdict: a finished run is judged by the same code `analyze`
+uses on saved logs. Keeping the calls here keeps the runner's dependency on the judge to these few
+functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from cvs_tui.core.analysis import (
+    base_results,
+    finalize_run,
+    judge_checkpoint_resume,
+    stage_records,
+    verdict_events,
+)
+from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.plan import Plan, PlannedRun
+from cvs_tui.core.results import Results, RunRecord, StageRecord
+from cvs_tui.core.state import RunState
+
+
+def new_results(loaded: LoadedConfig, plan: Plan) -> Results:
+    """The results skeleton of a live run on the plan's nodes."""
+    return base_results(loaded, source="live", hosts=[n.host for n in plan.nodes])
+
+
+def judge_run(
+    loaded: LoadedConfig,
+    run: PlannedRun,
+    node_events: Sequence[Sequence[LogEvent]],
+    *,
+    exit_codes: Sequence[int | None],
+    outcome: RunOutcome,
+    reason: str,
+    root_cause_node: int | None,
+    hosts: Sequence[str],
+    node_logs: Sequence[Path],
+    node_lines: Sequence[int],
+    started_at: float,
+    ended_at: float,
+) -> RunRecord:
+    """One finished run, judged from each rank's parsed events (index = rank)."""
+    return finalize_run(
+        loaded,
+        run.key,
+        node_events,
+        exit_codes=exit_codes,
+        outcome=outcome,
+        reason=reason,
+        root_cause_node=root_cause_node,
+        hosts=hosts,
+        node_logs=node_logs,
+        node_lines=node_lines,
+        started_at=started_at,
+        ended_at=ended_at,
+    )
+
+
+def judge_checkpoint(loaded: LoadedConfig, plan: Plan, records: dict[str, RunRecord]) -> None:
+    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place).
+
+    ``plan`` is unused until the judge reads the checkpoint settings from the plan (not the config).
+    """
+    judge_checkpoint_resume(loaded, records)
+
+
+def run_verdict_events(rec: RunRecord) -> list[VerdictEvent]:
+    return verdict_events(rec)
+
+
+def stages_of(state: RunState) -> list[StageRecord]:
+    return stage_records(state)

@@ -1,0 +1,330 @@
+"""The "nodes" launcher: every rank on its own node over SSH (or locally), in Docker or on the host.
+
+Each node gets one reused connection (:mod:`.transport`) and a container runtime (:mod:`.containers`:
+a Docker container reached through the node's forwarded socket, or the node itself). A run writes a
+launcher script per rank (:mod:`.launcher`), starts it detached where the trainer runs, and follows
+``node<rank>.log`` on that node with one :class:`~.tail.LogTailer` each. Stopping runs the process-group
+kill where the trainer runs. Nodes whose Docker API is one daemon share one container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import shlex
+from collections.abc import AsyncIterator, Sequence
+from typing import ClassVar, Literal
+
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan import Plan, PlannedRun
+from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
+from cvs_tui.core.runner.launch import LaunchFailed, NodeLost
+from cvs_tui.core.runner.launcher import (
+    LaunchSpec,
+    build_launcher,
+    kill_group_command,
+    launch_command,
+    parse_exit_status,
+    read_exit_command,
+)
+from cvs_tui.core.runner.options import MIN_FREE_BYTES, RunOptions
+from cvs_tui.core.runner.tail import LogTailer
+from cvs_tui.core.runner.transport import (
+    CommandResult,
+    Transport,
+    TransportError,
+    connect_all,
+    transport_for,
+)
+
+DOCKER_SOCKET_ARG = "docker_socket"  # container.runtime.args key: the nodes' Docker socket path
+
+
+class NodeJob:
+    """One run on every node: each rank's log is ``<node_root>/cvs-logs/<slug>/node<rank>.log`` there."""
+
+    def __init__(self, launcher: NodeLauncher, run: PlannedRun) -> None:
+        self.launcher = launcher
+        self.run_key = run.key
+        self.ranks = len(launcher.plan.nodes)
+        self.logs_dir = posixpath.join(launcher.node_root, "cvs-logs", run.slug)
+        self.scratch = posixpath.join(launcher.scratch_root, run.slug)
+        self.log_paths = [posixpath.join(self.logs_dir, f"node{r}.log") for r in range(self.ranks)]
+        self._tailers: dict[int, LogTailer] = {}
+
+    def follow(self, rank: int) -> AsyncIterator[bytes]:
+        # the tailer exists from this call on, so stop_following works before the first chunk
+        tailer = LogTailer(self.launcher.transports[rank], self.log_paths[rank])
+        self._tailers[rank] = tailer
+        return self._chunks(rank, tailer)
+
+    async def _chunks(self, rank: int, tailer: LogTailer) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in tailer.chunks():
+                yield chunk
+        except TransportError as exc:
+            raise NodeLost(rank, str(exc)) from exc
+
+    def stop_following(self, rank: int) -> None:
+        tailer = self._tailers.get(rank)
+        if tailer is not None:
+            tailer.stop()
+
+    async def read_rest(self, rank: int) -> bytes:
+        tailer = self._tailers.get(rank)
+        if tailer is None:
+            return b""
+        try:
+            return await tailer.read_rest()
+        except (TransportError, OSError) as exc:
+            raise NodeLost(rank, str(exc)) from exc
+
+    async def exit_status(self, rank: int) -> int | None:
+        # the node-side folders are bound at the same path in the container: read it on the host
+        t = self.launcher.transports[rank]
+        r = await t.run(read_exit_command(self.log_paths[rank]), self.launcher.opt.command_timeout_s)
+        return parse_exit_status(r.out)
+
+    async def cancel(self, ranks: Sequence[int]) -> None:
+        async def one(rank: int) -> None:
+            with contextlib.suppress(Exception):
+                await self.launcher.runtimes[rank].exec(
+                    kill_group_command(self.log_paths[rank]), timeout=self.launcher.opt.command_timeout_s
+                )
+
+        await asyncio.gather(*(one(r) for r in ranks))
+
+    async def start_rank(self, run: PlannedRun, rank: int) -> None:
+        la = self.launcher
+        plan = la.plan
+        t, rt = la.transports[rank], la.runtimes[rank]
+        yaml_path = posixpath.join(self.scratch, f"maxtext.node{rank}.yml")
+        script = posixpath.join(self.scratch, f"launch.node{rank}.sh")
+        log = self.log_paths[rank]
+        dirs = " ".join(shlex.quote(d) for d in (self.logs_dir, self.scratch))
+        stale = " ".join(shlex.quote(p) for p in (log, f"{log}.exit", f"{log}.pid"))
+        r = await t.run(f"mkdir -p -- {dirs} && rm -f -- {stale}", la.opt.command_timeout_s)
+        if r.rc != 0:
+            raise RuntimeError(f"cannot prepare {self.logs_dir}: {r.err.strip()[:200]}")
+        await t.write_file(yaml_path, run.yaml_text)
+        # unbuffered stdout keeps print() records in order with the stderr log lines, and live
+        env = {"PYTHONUNBUFFERED": "1", **run.env, **run.node_env[rank]}
+        spec = LaunchSpec(
+            log_path=log,
+            config_path=yaml_path,
+            train_script_paths=plan.train_script_paths,
+            python=plan.python,
+            env=env,
+            workdir=plan.maxtext_root if plan.container_runtime == "docker" else None,
+            hf_token_file=plan.paths.get("hf_token_file") if plan.stage("tokenizer").enabled else None,
+            label=f"run {run.key} node {rank}",
+        )
+        await t.write_file(script, build_launcher(spec), 0o755)
+        await rt.start_detached(launch_command(script))
+
+
+class NodeLauncher:
+    """Today's path: a transport and a container runtime per node."""
+
+    name: ClassVar[str] = "nodes"
+
+    def __init__(self, plan: Plan, options: RunOptions) -> None:
+        self.plan = plan
+        self.opt = options
+        self.transports: list[Transport] = []
+        self.runtimes: list[ContainerRuntime] = []
+        # rank -> the rank whose runtime launches and removes the container it runs in
+        self._container_owner: dict[int, int] = {}
+        self._interrupted: list[NodeJob] = []  # starts cut short: teardown stops their ranks
+        self.node_root = posixpath.dirname(plan.runs[0].base_output_directory) if plan.runs else ""
+        self.scratch_root = posixpath.join(plan.paths.get("temp_dir") or self.node_root, plan.run_id)
+
+    # -- prepare -----------------------------------------------------------------------------------------
+    async def prepare(self) -> list[str]:
+        """Connect every node; unless something is wrong already, check image, folders, free space."""
+        plan = self.plan
+        self.transports = [
+            transport_for(
+                n,
+                user=plan.user,
+                known_hosts=plan.known_hosts,
+                verify_host_keys=plan.verify_host_keys,
+                connect_timeout=self.opt.connect_timeout_s,
+            )
+            for n in plan.nodes
+        ]
+        errors = await connect_all(self.transports, timeout=self.opt.connect_timeout_s)
+        problems = [
+            f"node {n.rank} ({n.host}) unreachable: {err}"
+            for n, err in zip(plan.nodes, errors, strict=True)
+            if err is not None
+        ]
+        if problems or plan.preflight_errors:  # nothing will be launched: touch nothing else
+            return problems
+        try:
+            spec = self._container_spec()
+            kw = {"socket_path": self._docker_socket()} if plan.container_runtime == "docker" else {}
+            self.runtimes = [runtime_for(t, spec, plan.container_runtime, **kw) for t in self.transports]
+        except UserError as exc:
+            return exc.problems
+        problems = await self._node_checks()
+        if not problems:
+            problems = await self._shared_daemons()
+        return problems
+
+    def _docker_socket(self) -> str | None:
+        """``container.runtime.args.docker_socket``: the Docker socket on every node (else the default)."""
+        value = self.plan.container_args.get(DOCKER_SOCKET_ARG)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(
+                f"container.runtime.args.{DOCKER_SOCKET_ARG}: {value!r} is not a socket path; "
+                "use e.g. /var/run/docker.sock"
+            )
+        return value.strip()
+
+    def _container_spec(self) -> ContainerSpec | None:
+        plan = self.plan
+        if plan.container_runtime != "docker":
+            return None
+        return ContainerSpec(
+            name=plan.container_name,
+            image=plan.container_image,
+            # docker_socket says where the API is, not how to run the container
+            args={k: v for k, v in plan.container_args.items() if k != DOCKER_SOCKET_ARG},
+            env=plan.runs[0].env if plan.runs else {},
+            lifetime=plan.container_lifetime,
+            # the run's node-side folders, same path inside and out: the node can follow the logs
+            extra_binds=[f"{d}:{d}" for d in (self.node_root, self.scratch_root) if d],
+            labels={"cvs-tui.run-id": plan.run_id, "cvs-tui.user": plan.user},
+        )
+
+    async def _node_checks(self) -> list[str]:
+        dirs = [d for d in (self.node_root, self.scratch_root) if d]
+
+        async def one(rank: int, t: Transport, rt: ContainerRuntime) -> list[str]:
+            host = self.plan.nodes[rank].host
+            out: list[str] = []
+            try:
+                if self.plan.container_runtime == "docker" and not await rt.image_present():
+                    out.append(
+                        f"node {rank} ({host}): image {self.plan.container_image} is not present; "
+                        "pull or load it on every node first"
+                    )
+                mk = " ".join(shlex.quote(d) for d in dirs)
+                r = await t.run(f"mkdir -p -- {mk} && df -Pk -- {mk}", self.opt.command_timeout_s)
+                if r.rc != 0:
+                    out.append(
+                        f"node {rank} ({host}): cannot create {', '.join(dirs)}: {r.err.strip()[:200]}"
+                    )
+                else:
+                    out += _low_space(rank, host, r.out)
+            except (TransportError, Exception) as exc:
+                out.append(f"node {rank} ({host}): {exc}")
+            return out
+
+        found = await asyncio.gather(
+            *(one(i, t, rt) for i, (t, rt) in enumerate(zip(self.transports, self.runtimes, strict=True)))
+        )
+        return [p for ps in found for p in ps]
+
+    async def _shared_daemons(self) -> list[str]:
+        """Nodes whose Docker API is one daemon (two ranks on one machine) share one container.
+
+        The container name carries user and run id but not the rank, so such nodes must not each
+        create (or, per_run, replace) it: the first node of each daemon launches and removes it.
+        """
+        docker = [rt for rt in self.runtimes if isinstance(rt, DockerRuntime)]
+        if self.plan.container_runtime != "docker" or len(docker) != len(self.runtimes):
+            return []
+        ids = await asyncio.gather(*(rt.daemon_id() for rt in docker), return_exceptions=True)
+        problems = [f"node {i}: {r}" for i, r in enumerate(ids) if isinstance(r, BaseException)]
+        first: dict[str, int] = {}
+        for i, d in enumerate(ids):
+            if isinstance(d, str) and d:
+                self._container_owner[i] = first.setdefault(d, i)
+        return problems
+
+    def _owns_container(self, rank: int) -> bool:
+        return self._container_owner.get(rank, rank) == rank
+
+    # -- the container stage (docker only) ---------------------------------------------------------------
+    async def launch_containers(self) -> tuple[bool, str]:
+        """Start the run's container on every node (one per Docker daemon); (all started, detail)."""
+        owners = [i for i in range(len(self.runtimes)) if self._owns_container(i)]
+        res = dict(
+            zip(
+                owners,
+                await asyncio.gather(*(self.runtimes[i].launch() for i in owners), return_exceptions=True),
+                strict=True,
+            )
+        )
+        bad = [f"node {i}: {r}" for i, r in res.items() if isinstance(r, BaseException)]
+        if bad:
+            return False, "; ".join(bad)
+        return True, ", ".join(
+            f"node {i}: {res[i]}" if i in res else f"node {i}: shares node {self._container_owner[i]}'s"
+            for i in range(len(self.runtimes))
+        )
+
+    # -- runs --------------------------------------------------------------------------------------------
+    async def start(self, run: PlannedRun) -> NodeJob:
+        job = NodeJob(self, run)
+        self._interrupted.append(job)  # until every rank's start has returned
+        started = await asyncio.gather(
+            *(job.start_rank(run, r) for r in range(job.ranks)), return_exceptions=True
+        )
+        self._interrupted.remove(job)
+        errors = {r: str(e) for r, e in enumerate(started) if isinstance(e, BaseException)}
+        if errors:
+            raise LaunchFailed(job, errors)
+        return job
+
+    async def run_on_node(
+        self, rank: int, cmd: str, timeout: float, *, where: Literal["host", "trainer"] = "trainer"
+    ) -> CommandResult:
+        if where == "host":
+            return await self.transports[rank].run(cmd, timeout)
+        return await self.runtimes[rank].exec(cmd, timeout=timeout)
+
+    # -- teardown ----------------------------------------------------------------------------------------
+    async def teardown(self) -> list[str]:
+        problems: list[str] = []
+        for job in self._interrupted:
+            await job.cancel(range(job.ranks))
+        self._interrupted = []
+        owners = [i for i in range(len(self.runtimes)) if self._owns_container(i)]
+        res = dict(
+            zip(
+                owners,
+                await asyncio.gather(*(self.runtimes[i].teardown() for i in owners), return_exceptions=True),
+                strict=True,
+            )
+        )
+        for i, r in res.items():
+            if isinstance(r, BaseException):
+                problems.append(f"node {i}: {r}")
+            elif r is False:
+                problems.append(f"node {i}: container {self.plan.container_name} is still there")
+        for rt in self.runtimes:
+            with contextlib.suppress(Exception):
+                await rt.close()
+        for t in self.transports:
+            with contextlib.suppress(Exception):
+                await t.close()
+        return problems
+
+
+def _low_space(rank: int, host: str, df_out: str) -> list[str]:
+    """Problem lines for the ``df -Pk`` rows with less than MIN_FREE_BYTES available."""
+    out = []
+    for line in df_out.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) >= 4 and cols[3].isdigit() and int(cols[3]) * 1024 < MIN_FREE_BYTES:
+            out.append(
+                f"node {rank} ({host}): only {int(cols[3]) >> 10} MiB free on {cols[-1]}; "
+                f"need {MIN_FREE_BYTES >> 20} MiB for the run's output"
+            )
+    return out

@@ -1,0 +1,22 @@
+"""What a live run may be tuned with: the watchdog's limits and the node-command timeouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MIN_FREE_BYTES = 512 * 1024 * 1024  # free space wanted for the run folder and the nodes' output folders
+
+
+@dataclass
+class RunOptions:
+    """Timeouts of the watchdog and of node commands (seconds)."""
+
+    compile_allowance_s: float = 1800.0  # no step yet: start-up, data, compile
+    hang_factor: float = 10.0  # after the first steps: k × p95 step time ...
+    hang_min_s: float = 300.0  # ... but never less than this (checkpoint saves, evals)
+    fail_grace_s: float = 15.0  # after a node failed: how long the others get to exit on their own
+    connect_timeout_s: float = 30.0
+    command_timeout_s: float = 120.0
+    setup_timeout_s: float = 1800.0  # branch checkout + install command, tokenizer download
+    resume: Path | None = None  # a run folder whose completed runs are kept

@@ -1,0 +1,118 @@
+"""What a stage is: a step of the suite that plans itself and runs itself.
+
+A stage's :meth:`Stage.plan` turns the config, the nodes and the planned runs into the
+:class:`~cvs_tui.core.plan.PlannedStage` rows of the plan (``build_plan`` asks every registered stage);
+its :meth:`Stage.run` does the work through a :class:`StageContext` (the suite) and returns why the
+suite must stop there, or None to go on. Closing stages (report, teardown) run on every exit path,
+after the others, last registered first.
+
+Stage modules import only plan-level types and the launcher seam (no SSH, Docker, parser or judge), so
+``build_plan`` can load them: the heavy work is reached through the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+
+from cvs_tui.core.events import StageState
+
+if TYPE_CHECKING:
+    from cvs_tui.core.cluster import Cluster
+    from cvs_tui.core.config.loader import LoadedConfig
+    from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
+    from cvs_tui.core.results import Results, RunRecord
+    from cvs_tui.core.runner.launch import Launcher
+    from cvs_tui.core.runner.options import RunOptions
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What a stage plans from: the loaded config, the nodes and the runs already planned."""
+
+    loaded: LoadedConfig
+    cluster: Cluster
+    out_dir: Path
+    runs: Sequence[PlannedRun]
+    container_name: str
+
+
+class StageContext(Protocol):
+    """What a running stage may use: the suite gives itself."""
+
+    plan: Plan
+    run_dir: Path
+    opt: RunOptions
+    launcher: Launcher
+    records: dict[str, RunRecord]  # run key -> its judged record, as runs finish
+    results: Results  # what results.json and the reports are written from
+
+    def stage(self, name: str, st: StageState, detail: str = "") -> None:
+        """Publish a stage's state (and save results.json when it settled)."""
+        ...
+
+    def save(self) -> None:
+        """Write results.json as it stands."""
+        ...
+
+    async def train(self, stage: str, run: PlannedRun) -> RunRecord:
+        """Run one planned run under a stage name (or keep it from --resume); its judged record."""
+        ...
+
+    def judge_checkpoint(self) -> None:
+        """Add the checkpoint-resume verdicts to the checkpoint runs' records."""
+        ...
+
+    async def stop_active(self) -> None:
+        """Stop the trainers of a run that is still being started or watched."""
+        ...
+
+
+class Stage(ABC):
+    """One step of the suite. Subclasses set ``name`` and implement :meth:`plan` and :meth:`run`."""
+
+    name: ClassVar[str]
+    closing: ClassVar[bool] = False  # runs on every exit path, after the others
+
+    @abstractmethod
+    def plan(self, inp: PlanInput) -> list[PlannedStage]:
+        """The plan's rows for this stage (most stages: one)."""
+
+    @abstractmethod
+    async def run(self, ctx: StageContext) -> str | None:
+        """Do the work; why the suite stops here (the rest is skipped with it), or None to go on."""
+
+    def sub_stages(self, plan: Plan) -> list[str]:
+        """Names it reports under that the plan does not list (shown pending, skipped with the rest)."""
+        return []
+
+
+def skip_if_disabled(ctx: StageContext, name: str) -> bool:
+    """Marks a stage the plan disabled as skipped, with the plan's reason; True when it was."""
+    st = ctx.plan.stage(name)
+    if not st.enabled:
+        ctx.stage(name, StageState.SKIPPED, st.reason)
+        return True
+    return False
+
+
+async def on_all(
+    ctx: StageContext, cmd: str, timeout: float, *, where: Literal["host", "trainer"] = "trainer"
+) -> list[str]:
+    """Run ``cmd`` on every node (where the trainer runs, or on the host); a problem line per failure."""
+
+    async def one(rank: int) -> str | None:
+        try:
+            r = await ctx.launcher.run_on_node(rank, cmd, timeout, where=where)
+        except Exception as exc:
+            return f"node {rank}: {exc}"
+        if r.rc != 0:
+            return f"node {rank}: exit {r.rc}: {(r.err or r.out).strip()[-300:]}"
+        return None
+
+    res = await asyncio.gather(*(one(rank) for rank in range(len(ctx.plan.nodes))))
+    return [r for r in res if r]

@@ -1,0 +1,73 @@
+"""checkpoint_resume: train saving checkpoints, resume from the last one, compare with a reference.
+
+Phase 1 (CKPT-1) trains from nothing, saving every ``checkpoint_period``; phase 2 (CKPT-2) runs with the
+same run name and output folder to the full step count, so MaxText restores the latest checkpoint
+itself; the reference (CKPT-REF) trains the full count uninterrupted. The judge compares them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import shlex
+
+from cvs_tui.core.events import RunOutcome, StageState
+from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
+from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+
+_PHASES = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
+
+class CheckpointResume(Stage):
+    name = "checkpoint_resume"
+
+    def plan(self, inp: PlanInput) -> list[PlannedStage]:
+        cr = inp.loaded.config.checkpoint_resume
+        if not cr.enabled:
+            why = "opt-in: checkpoint_resume.enabled is false"
+            return [PlannedStage(name=self.name, enabled=False, reason=why)]
+        first = next(r for r in inp.runs if r.kind == "ckpt_phase1")  # planned whenever enabled
+        why = (
+            f"on {first.source_sweep}: {cr.steps_before_ckpt} steps saving every "
+            f"{cr.checkpoint_period}, resume to {cr.steps_before_ckpt + cr.steps_after_resume}, "
+            "compare with an uninterrupted reference"
+        )
+        return [PlannedStage(name=self.name, enabled=True, reason=why)]
+
+    def sub_stages(self, plan: Plan) -> list[str]:
+        return [f"run:{r.key}" for r in plan.runs if r.kind in _PHASES]
+
+    async def run(self, ctx: StageContext) -> str | None:
+        runs = {k: [r for r in ctx.plan.runs if r.kind == k] for k in _PHASES}
+        if not runs["ckpt_phase1"]:
+            return None
+        ctx.stage(self.name, StageState.RUNNING)
+        first = runs["ckpt_phase1"][0]
+        later = runs["ckpt_phase2"] + runs["ckpt_reference"]
+        # phase 1 must start from nothing: MaxText refuses to train to step N over a later checkpoint
+        await _remove_checkpoints(ctx, first, every_node=True)
+        p1 = await ctx.train(f"run:{first.key}", first)
+        if p1.outcome != RunOutcome.COMPLETE.value:
+            ctx.stage(self.name, StageState.FAILED, f"phase 1 did not complete: {p1.reason}")
+            for r in later:
+                ctx.stage(f"run:{r.key}", StageState.SKIPPED, "checkpoint phase 1 did not complete")
+            return None
+        for r in later:
+            await ctx.train(f"run:{r.key}", r)
+        ctx.judge_checkpoint()
+        ctx.save()
+        p2 = ctx.records.get(runs["ckpt_phase2"][0].key) if runs["ckpt_phase2"] else None
+        if ctx.plan.checkpoint_resume.get("delete_ckpt_dir", True):
+            await _remove_checkpoints(ctx, first, every_node=False)
+        ok = p2 is not None and p2.status == "PASS"
+        msgs = [v.message for v in (p2.verdicts if p2 else []) if v.metric.startswith("checkpoint.")]
+        ctx.stage(self.name, StageState.PASSED if ok else StageState.FAILED, "; ".join(msgs))
+        return None
+
+
+async def _remove_checkpoints(ctx: StageContext, run: PlannedRun, *, every_node: bool) -> None:
+    """rm -rf the run's checkpoints folder on the hosts (every node, or node 0 on a shared filesystem)."""
+    path = shlex.quote(posixpath.join(run.base_output_directory, run.run_name, "checkpoints"))
+    for rank in range(len(ctx.plan.nodes) if every_node else 1):
+        with contextlib.suppress(Exception):
+            await ctx.launcher.run_on_node(rank, f"rm -rf -- {path}", ctx.opt.command_timeout_s, where="host")

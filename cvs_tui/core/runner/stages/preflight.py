@@ -1,0 +1,39 @@
+"""preflight: the plan's own problems, free space for the run folder, then the launcher's node checks."""
+
+from __future__ import annotations
+
+import shutil
+
+from cvs_tui.core.events import StageState
+from cvs_tui.core.plan import PlannedStage
+from cvs_tui.core.runner.options import MIN_FREE_BYTES
+from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+
+
+class Preflight(Stage):
+    name = "preflight"
+
+    def plan(self, inp: PlanInput) -> list[PlannedStage]:
+        if inp.loaded.preflight_errors:
+            why = f"{len(inp.loaded.preflight_errors)} problem(s) to fix first: nothing will be launched"
+        else:
+            where = (
+                "the local machine" if inp.cluster.is_local else f"{len(inp.cluster.nodes)} node(s) over SSH"
+            )
+            why = f"reach {where}; check image, paths and train script before anything starts"
+        return [PlannedStage(name=self.name, enabled=True, reason=why)]
+
+    async def run(self, ctx: StageContext) -> str | None:
+        ctx.stage(self.name, StageState.RUNNING)
+        problems = list(ctx.plan.preflight_errors)
+        free = shutil.disk_usage(ctx.run_dir).free
+        if free < MIN_FREE_BYTES:
+            problems.append(
+                f"run folder {ctx.run_dir}: only {free >> 20} MiB free, need {MIN_FREE_BYTES >> 20}"
+            )
+        problems += await ctx.launcher.prepare()
+        if problems:
+            ctx.stage(self.name, StageState.FAILED, "; ".join(problems))
+            return "preflight failed"
+        ctx.stage(self.name, StageState.PASSED, f"{len(ctx.plan.nodes)} node(s) ready")
+        return None
