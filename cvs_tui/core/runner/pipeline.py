@@ -10,7 +10,7 @@ bus (front-ends, events.jsonl) and into the run state. A run ends as complete (e
 failed (a fatal signature or NaN on any node, a non-zero exit, a node lost: the first node to fail is the
 root cause) or hung (no progress for longer than the compile allowance before the first step, then
 ``hang_factor`` × the p95 step time, at least ``hang_min_s``). Metrics and verdicts come from
-:func:`cvs_tui.core.analysis.finalize_run`, the same code `analyze` uses.
+:func:`cvs_tui.core.judge.finalize_run`, the same code `analyze` uses.
 """
 
 from __future__ import annotations
@@ -28,15 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.analysis import (
-    base_results,
-    finalize_run,
-    judge_checkpoint_resume,
-    stage_records,
-    verdict_events,
-)
 from cvs_tui.core.bus import EventBus
-from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     ErrorHit,
@@ -55,6 +47,13 @@ from cvs_tui.core.events import (
     StepEvent,
     StepKind,
     SuiteEndEvent,
+)
+from cvs_tui.core.judge import (
+    base_results,
+    finalize_run,
+    judge_checkpoint_resume,
+    stage_records,
+    verdict_events,
 )
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan, PlannedRun
@@ -113,19 +112,17 @@ class Suite:
 
     def __init__(
         self,
-        loaded: LoadedConfig,
         plan: Plan,
         run_dir: Path,
         bus: EventBus,
         options: RunOptions | None = None,
     ) -> None:
-        self.loaded = loaded
         self.plan = plan
         self.run_dir = run_dir
         self.bus = bus
         self.opt = options or RunOptions()
         self.state = RunState()
-        self.results: Results = base_results(loaded, source="live", hosts=[n.host for n in plan.nodes])
+        self.results: Results = base_results(plan, source="live", hosts=[n.host for n in plan.nodes])
         self.records: dict[str, RunRecord] = {}
         self.transports: list[Transport] = []
         self.runtimes: list[ContainerRuntime] = []
@@ -516,7 +513,7 @@ class Suite:
             return
         for pr in runs.get("ckpt_phase2", []) + runs.get("ckpt_reference", []):
             await self._run_stage(f"run:{pr.key}", pr)
-        judge_checkpoint_resume(self.loaded, self.records)
+        judge_checkpoint_resume(self.plan, self.records)
         self.save()
         p2 = self.records.get(runs["ckpt_phase2"][0].key) if runs.get("ckpt_phase2") else None
         if self.plan.checkpoint_resume.get("delete_ckpt_dir", True):
@@ -600,8 +597,7 @@ class Suite:
                 w.events.append(ev)
                 self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
         rec = finalize_run(
-            self.loaded,
-            pr.key,
+            pr,
             [w.events for w in watches],
             exit_codes=[w.exit_code for w in watches],
             outcome=outcome,
