@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.card_schema import (
+from cvs_tui.core.card.rules import parse_card
+from cvs_tui.core.card.schema import (
     HARDWARE_ALLOWLIST,
     PERFORMANCE_DISCLAIMER,
     Card,
@@ -38,17 +39,17 @@ from cvs_tui.core.card_schema import (
     Workload,
     card_to_yaml,
     load_card_yaml,
-    parse_card,
     project_index,
 )
+from cvs_tui.core.cluster import local_cluster
+from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.judge.checkpoint import SENTINEL_ATOL, SENTINEL_RTOL, record_losses, restored_step
+from cvs_tui.core.offline import read_plan
+from cvs_tui.core.plan import Plan, build_plan, precision_of
 from cvs_tui.core.privacy import PrivacyContext, find_private
-from cvs_tui.core.results import Results, RunRecord, load_results
+from cvs_tui.core.results import Results, RunRecord, VerdictRecord, load_results
 
-# Resume gate (docs/card.md): |resumed - reference| <= ATOL + RTOL * |reference| at the sentinel steps.
-# Log losses carry 3 decimals, so 5e-4 of rounding is added to the 1e-6 absolute tolerance.
-RESUME_RTOL = 0.01
-RESUME_ATOL = 1e-6 + 5e-4
 _METRIC_NAMES = {
     "tflops_per_sec_per_gpu": "training.tflops_per_sec_per_gpu",
     "tokens_per_sec_per_gpu": "training.tokens_per_sec_per_gpu",
@@ -64,16 +65,39 @@ class CardSource:
 
     results: Results
     label: str  # the path given, for messages
-    loaded: Any = None  # LoadedConfig when the config could be read, else None
+    loaded: LoadedConfig | None = None  # the config when it could be read
+    plan: Plan | None = None  # the run's plan: each run's maxtext_config, the image
+
+    def __post_init__(self) -> None:
+        if self.plan is None and self.loaded is not None:
+            object.__setattr__(self, "plan", _config_plan(self.loaded, self.results))
 
 
-def load_card_source(path: str | os.PathLike[str], loaded: Any = None) -> CardSource:
-    """A run folder (holding results.json) or a results.json file."""
+def _config_plan(loaded: LoadedConfig, results: Results) -> Plan | None:
+    """The config's plan for these results (a local cluster of their node count); None when the config
+    cannot plan them."""
+    nodes = max((len(r.nodes) for r in results.runs), default=1) if loaded.mode == "distributed" else 1
+    try:
+        return build_plan(loaded, local_cluster(max(nodes, 1)), out_dir=loaded.path.parent, run_id="card")
+    except UserError:
+        return None
+
+
+def load_card_source(path: str | os.PathLike[str], loaded: LoadedConfig | None = None) -> CardSource:
+    """A run folder (holding results.json, and plan.json when a live run made it) or a results.json file.
+    With ``loaded``, the plan is the config's."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
     if p.is_dir() and not file.is_file():
         raise UserError(f"{p}: no results.json in this folder; pass a run folder or a results.json")
-    return CardSource(load_results(file), str(p), loaded)
+    return CardSource(load_results(file), str(p), loaded, None if loaded else read_plan(file.parent))
+
+
+def with_config(src: CardSource, loaded: LoadedConfig | None, *, explicit: bool = True) -> CardSource:
+    """``src`` with the config ``loaded``: the config's plan replaces the run folder's plan.json when
+    ``explicit`` (given with --config) or when the folder has none."""
+    keep = None if explicit else src.plan
+    return CardSource(src.results, src.label, loaded, keep)
 
 
 def resolve_hardware(gpu_name: str, accelerator: str | None, where: str) -> str:
@@ -122,13 +146,11 @@ def _precision(text: Any) -> str | None:
 
 
 def _maxtext_config_for(src: CardSource, run_key: str) -> dict[str, Any] | None:
-    if src.loaded is None:
+    if src.plan is None:
         return None
-    from cvs_tui.core.analysis import resolve_run
-
     try:
-        return dict(resolve_run(src.loaded, run_key).maxtext_config)
-    except UserError:
+        return dict(src.plan.run(run_key).maxtext_config)
+    except KeyError:
         return None
 
 
@@ -137,8 +159,6 @@ def _workload(src: CardSource, run: RunRecord, mc: dict[str, Any] | None) -> Wor
     nodes = max(1, len(run.nodes))
     gpn = res.gpus_per_node or run.environment.devices_per_node or 1
     if mc is not None:
-        from cvs_tui.core.metrics import precision_of
-
         pdb, seq = _int(mc.get("per_device_batch_size")), _int(mc.get("max_target_length"))
         prec = _precision(precision_of(mc))
     else:
@@ -339,11 +359,23 @@ def _scaling_items(sweeps: list[_Sweep]) -> dict[str, ScalingLeaf]:
     return out
 
 
-def _losses(run: RunRecord) -> dict[int, float]:
-    node = next((n for n in run.nodes if n.steps), None)
-    if node is None:
-        return {}
-    return {p.step: p.loss for p in node.steps if p.loss is not None and math.isfinite(p.loss)}
+def _verdict(run: RunRecord, metric: str) -> VerdictRecord | None:
+    return next((v for v in run.verdicts if v.metric == metric), None)
+
+
+def _resume_problems(p2: RunRecord, has_ref: bool) -> tuple[list[str], bool]:
+    """What the judge's checkpoint verdicts on phase 2 say (the card does not judge again), and whether
+    the sentinel losses matched the reference."""
+    problems: list[str] = []
+    if _verdict(p2, "checkpoint.resumed") is None:
+        problems.append("the results hold no checkpoint.resumed verdict; analyze the run again")
+    sentinels = _verdict(p2, "checkpoint.sentinel_losses")
+    match = sentinels is not None and sentinels.status == "PASS"
+    if has_ref and sentinels is None:
+        problems.append("the results hold no checkpoint.sentinel_losses verdict; analyze the run again")
+    elif has_ref and not match:
+        problems.append("resumed losses differ from the uninterrupted run at the sentinel steps")
+    return problems, match
 
 
 def _resume_leaf(src: CardSource) -> ResumeLeaf | None:
@@ -353,39 +385,25 @@ def _resume_leaf(src: CardSource) -> ResumeLeaf | None:
         return None
     p1, ref = runs.get("ckpt_phase1"), runs.get("ckpt_reference")
     res = src.results
-    problems: list[str] = []
-    restored = [
-        c.step
-        for n in p2.nodes
-        for c in n.checkpoints
-        if c.action in ("restore_start", "restore_done") and c.step is not None
-    ]
-    l2 = _losses(p2)
-    lref = _losses(ref) if ref is not None else {}
-    ckpt = max(restored) if restored else (max(_losses(p1)) if p1 is not None and _losses(p1) else None)
+    problems, match = _resume_problems(p2, ref is not None)
+    l2 = record_losses(p2)
+    l1 = record_losses(p1) if p1 is not None else {}
+    restored = restored_step(p2)
+    ckpt = restored if restored is not None else (max(l1) if l1 else None)
     resume = None
     comparison = None
     if ckpt is not None and l2:
         first, last = min(l2), max(l2)
         resume = ResumePoint(checkpoint_step=ckpt, first_resumed_step=first, last_step=last)
-        if first != ckpt + 1:
-            problems.append(f"phase 2 resumed at step {first}, not checkpoint step + 1 ({ckpt + 1})")
         if ref is not None:
-            sentinels = [first, last]
-            match = all(
-                s in lref and abs(l2[s] - lref[s]) <= RESUME_ATOL + RESUME_RTOL * abs(lref[s])
-                for s in sentinels
-            )
             comparison = ResumeComparison(
                 reference="uninterrupted_run",
-                sentinel_steps=sentinels,
-                loss_relative_tolerance=RESUME_RTOL,
-                loss_absolute_tolerance=RESUME_ATOL,
+                sentinel_steps=[first, last],
+                loss_relative_tolerance=SENTINEL_RTOL,
+                loss_absolute_tolerance=SENTINEL_ATOL,
                 loss_source="log_3dp",
                 sentinels_match=match,
             )
-            if not match:
-                problems.append("resumed losses differ from the uninterrupted run at the sentinel steps")
     else:
         problems.append("phase 2 logged no restore or no finite loss")
     if ref is None:
@@ -438,9 +456,10 @@ def _resume_leaf(src: CardSource) -> ResumeLeaf | None:
             checkpoint_load_seconds=load.value if load is not None and load.value is not None else None,
         ),
         expected_result=(
-            "The run restored from checkpoint k resumes at step k+1 and its losses at the sentinel steps "
-            f"[k+1, last] match an uninterrupted run within {RESUME_ATOL:g} + {RESUME_RTOL:g} x |reference| "
-            "(log losses carry 3 decimals; the absolute part includes 5e-4 for that rounding)."
+            "The run restored from checkpoint k resumes at step k+1 and its losses at every step it shares "
+            f"with an uninterrupted run (sentinels [k+1, last]) match within {SENTINEL_ATOL:g} + "
+            f"{SENTINEL_RTOL:g} x |reference| (the checkpoint.resumed and checkpoint.sentinel_losses "
+            "verdicts)."
         ),
         result=None if ok else "; ".join(problems),
     )
@@ -470,8 +489,8 @@ def _environment(sources: Sequence[CardSource], image: str | None) -> Verificati
     if image is None:
         images = set()
         for src in sources:
-            if src.loaded is not None and src.loaded.config.container.runtime.name == "docker":
-                images.add(src.loaded.config.container.image)
+            if src.plan is not None and src.plan.container_runtime == "docker":
+                images.add(src.plan.container_image)
         if len(images) > 1:
             raise UserError(
                 "the results' configs name different images; build one card per image or pass --image"
@@ -585,4 +604,5 @@ __all__ = [
     "load_card_source",
     "resolve_hardware",
     "validate_card_text",
+    "with_config",
 ]
