@@ -5,12 +5,11 @@ docs/card.md describes the format and the mapping from runs to items.
 
 from __future__ import annotations
 
-from cvs_tui.core.card.build import (
+from cvs_tui.core.card.build import build_card, validate_card_text
+from cvs_tui.core.card.facts import (
     CardSource,
-    build_card,
     load_card_source,
     resolve_hardware,
-    validate_card_text,
     with_config,
 )
 from cvs_tui.core.card.rules import card_rules, parse_card

@@ -105,6 +105,8 @@ def _perf_row(
     comparable: bool,
     within_run: bool,
 ) -> MetricDelta:
+    """One performance row. Long because each early return is one reason a row stays INCONCLUSIVE or NOT
+    COMPARABLE, in the order they are checked; splitting it would scatter that order."""
     scale_b = [float(r.devices) if m.id == "tokens_per_sec_total" else 1.0 for r in base]
     scale_c = [float(r.devices) if m.id == "tokens_per_sec_total" else 1.0 for r in cand]
     missing = [r for r in (*base, *cand) if m.needs and any(getattr(x, m.needs) is None for x in r.samples)]

@@ -123,6 +123,8 @@ def node_record(
     exit_code: int | None,
     lines: int,
 ) -> tuple[NodeRecord, list[ErrorRecord]]:
+    """One node's record: its errors (fatal first, capped, with log context), step series, evals,
+    checkpoints and window. Kept as one function: each field is a short expression over the same events."""
     stats = outcome.node_stats[rank]
     hit_lines = {e.line for e in events if isinstance(e, ErrorHit)}
     # the abort line is usually also an always-on ErrorHit: keep one record per line
