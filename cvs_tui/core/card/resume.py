@@ -19,6 +19,7 @@ from cvs_tui.core.card.schema import (
     Workload,
 )
 from cvs_tui.core.judge.checkpoint import SENTINEL_ATOL, SENTINEL_RTOL, record_losses, restored_step
+from cvs_tui.core.plan import CKPT_REF_KEY
 from cvs_tui.core.results import RunRecord, VerdictRecord
 
 
@@ -42,7 +43,7 @@ def _resume_problems(p2: RunRecord, has_ref: bool) -> tuple[list[str], bool]:
 
 
 def _resume_workload(src: CardSource, base: RunRecord) -> Workload:
-    mc = maxtext_config_for(src, "CKPT-REF")
+    mc = maxtext_config_for(src, CKPT_REF_KEY)
     if mc is not None:
         return workload_of(src, base, mc)
     # checkpoint runs reuse a sweep's workload: known when the results hold exactly one
