@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.analysis import base_results, finalize_run
+from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.events import (
     DevicesEvent,
@@ -19,6 +19,9 @@ from cvs_tui.core.events import (
     SystemInfoEvent,
     TflopsPerStepEvent,
 )
+from cvs_tui.core.judge import base_results, finalize_run
+from cvs_tui.core.offline import planned_run
+from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +69,16 @@ def load_local(tmp: Path, **kw: Any) -> LoadedConfig:
     return load_config(write_config(tmp, **kw))
 
 
+def plan_of(loaded: LoadedConfig, nodes: int = 1) -> Plan:
+    """The config's plan for a local cluster, as `analyze` builds it."""
+    return build_plan(loaded, local_cluster(nodes), out_dir=loaded.path.parent, run_id="test")
+
+
+def planned(loaded: LoadedConfig, key: str) -> PlannedRun:
+    """One run of the config's plan, by key or slug."""
+    return planned_run(plan_of(loaded), key)
+
+
 def synthetic_node(
     n: int = 20, *, secs: float = 0.03, nan_at: int | None = None, line0: int = 10
 ) -> list[LogEvent]:
@@ -104,13 +117,13 @@ def synthetic_node(
 def sample_results(loaded: LoadedConfig, *, fail: bool = False) -> Results:
     """Two judged runs (the second NaN-failed when ``fail``) in a Results model."""
     key0 = loaded.runs[0].key
-    runs = [finalize_run(loaded, key0, [synthetic_node()], hosts=["localhost"])]
+    runs = [finalize_run(planned(loaded, key0), [synthetic_node()], hosts=["localhost"])]
     if fail and len(loaded.runs) > 1:
         bad = [
             *synthetic_node(nan_at=19),
             ErrorHit("nan_loss", Severity.FATAL, "loss: nan <script>", 29, "always"),
         ]
-        runs.append(finalize_run(loaded, loaded.runs[1].key, [bad], hosts=["localhost"]))
-    res = base_results(loaded, source="analyze", hosts=["localhost"])
+        runs.append(finalize_run(planned(loaded, loaded.runs[1].key), [bad], hosts=["localhost"]))
+    res = base_results(plan_of(loaded), source="analyze", hosts=["localhost"])
     res.runs = runs
     return res

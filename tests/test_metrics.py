@@ -20,16 +20,10 @@ from cvs_tui.core.events import (
     StepKind,
     TflopsPerStepEvent,
 )
-from cvs_tui.core.metrics import (
-    MIN_CLEAN_STEPS,
-    RunContext,
-    compute_metrics,
-    node_window,
-    ols_slope,
-    peak_tflops,
-    percentile,
-    sample_loss_curve,
-)
+from cvs_tui.core.judge.definitions import peak_tflops
+from cvs_tui.core.judge.loss import ols_slope, sample_loss_curve
+from cvs_tui.core.judge.metrics import RunContext, compute_metrics, percentile
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, node_window
 
 
 def steps(

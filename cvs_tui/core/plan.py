@@ -17,13 +17,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from cvs_tui.core.cluster import Cluster
-from cvs_tui.core.config.blocks import ThresholdSpec
+from cvs_tui.core.config.blocks import (
+    Convergence,
+    LossCurve,
+    ScalingBaseline,
+    ThresholdKind,
+    ThresholdSpec,
+)
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec, is_secret_name
 from cvs_tui.core.errors import UserError
 
 PLAN_SCHEMA_VERSION = 1
-# Special runs: key -> slug (the sweep runs use their sweep key and slug).
+# The run catalogue. Special runs: key -> slug (the sweep runs use their sweep key and slug).
 SMOKE_KEY, CKPT1_KEY, CKPT2_KEY, CKPT_REF_KEY = "SMOKE", "CKPT-1", "CKPT-2", "CKPT-REF"
 SPECIAL_SLUGS = {SMOKE_KEY: "SMOKE", CKPT1_KEY: "CKPT_1", CKPT2_KEY: "CKPT_2", CKPT_REF_KEY: "CKPT_REF"}
 MASK = "***"
@@ -50,6 +56,23 @@ class PlannedNode(_Frozen):
     key_file: str | None = None
 
 
+class JudgeSpec(_Frozen):
+    """Everything the judge needs to know about one run besides its logs (see core/judge)."""
+
+    cell_key: str | None  # the threshold cell's key, None when the run has no cell
+    cell: dict[str, ThresholdSpec]  # the gates (empty for smoke and checkpoint runs)
+    enforce: bool  # enforce_thresholds for sweeps; smoke and checkpoint runs record only
+    extra_specs: dict[str, ThresholdSpec]  # gates outside the cell (checkpoint save/load seconds)
+    loss_curve: LossCurve  # `enforce` is the run's: only sweeps gate on the loss curve
+    convergence: Convergence
+    scaling_baseline: ScalingBaseline
+    precision: str  # bf16, fp8, ...: picks the peak TFLOP/s for MFU
+    eval_configured: bool  # eval_interval > 0
+    checkpointing: bool  # enable_checkpointing
+    gpus_per_node: int
+    gpu_name: str
+
+
 class PlannedRun(_Frozen):
     key: str
     slug: str
@@ -64,6 +87,7 @@ class PlannedRun(_Frozen):
     xla_flags: str | None
     node_env: list[dict[str, str]]
     threshold_cell: dict[str, ThresholdSpec] | None
+    judge: JudgeSpec
 
 
 class Plan(_Frozen):
@@ -105,6 +129,13 @@ class Plan(_Frozen):
     warnings: list[str]
     preflight_errors: list[str]
 
+    def run(self, key: str) -> PlannedRun:
+        """The planned run with this key (a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF)."""
+        for r in self.runs:
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:
             if s.name == name:
@@ -144,6 +175,44 @@ def xla_flags_value(flags: dict[str, Any]) -> str | None:
         value = ("true" if v else "false") if isinstance(v, bool) else str(v)
         parts.append(f"--{k}={value}")
     return " ".join(parts)
+
+
+def precision_of(maxtext_config: dict[str, Any]) -> str:
+    q = str(maxtext_config.get("quantization") or "").lower()
+    return "fp8" if "fp8" in q else (q or "bf16")
+
+
+def _judge_spec(loaded: LoadedConfig, key: str, kind: RunKind, mc: dict[str, Any]) -> JudgeSpec:
+    cfg = loaded.config
+    cr = cfg.checkpoint_resume
+    cell = loaded.thresholds.get(key) if kind == "sweep" else None
+    extra: dict[str, ThresholdSpec] = {}
+    if kind == "ckpt_phase1" and cr.max_save_seconds > 0:
+        extra["training.checkpoint_save_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_save_seconds
+        )
+    if kind == "ckpt_phase2" and cr.max_load_seconds > 0:
+        extra["training.checkpoint_load_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_load_seconds
+        )
+    try:
+        eval_interval = int(mc.get("eval_interval", 0) or 0)
+    except (TypeError, ValueError):
+        eval_interval = 0
+    return JudgeSpec(
+        cell_key=key if cell is not None else None,
+        cell=dict(cell or {}),
+        enforce=kind == "sweep" and cfg.enforce_thresholds,
+        extra_specs=extra,
+        loss_curve=cfg.loss_curve.model_copy(update={"enforce": kind == "sweep" and cfg.loss_curve.enforce}),
+        convergence=cfg.convergence,
+        scaling_baseline=cfg.scaling_baseline,
+        precision=precision_of(mc),
+        eval_configured=eval_interval > 0,
+        checkpointing=bool(mc.get("enable_checkpointing", False)),
+        gpus_per_node=cfg.gpus_per_node,
+        gpu_name=cfg.gpu_name,
+    )
 
 
 def _docker_name(text: str) -> str:
@@ -233,6 +302,7 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
             xla_flags=xla,
             node_env=_node_env(cluster, port, cpu),
             threshold_cell=loaded.thresholds.get(key) if kind == "sweep" else None,
+            judge=_judge_spec(loaded, key, kind, mc),
         )
 
     runs: list[PlannedRun] = []

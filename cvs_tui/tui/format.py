@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from cvs_tui.core.events import NodeState, RunOutcome, StageState
+from cvs_tui.core.judge.format import format_number
 
 
 def fmt_duration(seconds: float) -> str:
@@ -17,21 +16,11 @@ def fmt_duration(seconds: float) -> str:
 
 
 def fmt_float(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return f"{value:.{digits}f}"
+    return format_number(value, "fixed", digits=digits, missing="-")
 
 
 def fmt_rate(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    if value >= 1e6:
-        return f"{value / 1e6:.2f}M"
-    if value >= 1e4:
-        return f"{value / 1e3:.1f}k"
-    return f"{value:.0f}"
+    return format_number(value, "rate", missing="-")
 
 
 NODE_STATE_STYLE: dict[NodeState, str] = {

@@ -8,6 +8,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report.charts import loss_chart, step_time_chart
 from cvs_tui.core.results import Results
 
@@ -23,19 +24,15 @@ def environment(*, html: bool = True) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["num"] = fmt_num
+    env.filters["num"] = _num
     env.filters["when"] = fmt_time
     env.filters["secs"] = fmt_secs
     env.filters["mesh"] = fmt_mesh
     return env
 
 
-def fmt_num(x: float | None, digits: int = 1) -> str:
-    if x is None:
-        return "—"
-    if float(x).is_integer() and abs(x) < 1e12:
-        return f"{int(x):,}"
-    return f"{x:,.{digits}f}"
+def _num(x: float | None, digits: int = 1) -> str:
+    return format_number(x, "grouped", digits=digits)
 
 
 def fmt_time(ts: float | None) -> str:

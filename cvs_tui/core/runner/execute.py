@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.events import (
     ErrorHit,
     ExitCodeEvent,
@@ -70,7 +69,6 @@ class RunExecution:
     def __init__(
         self,
         *,
-        loaded: LoadedConfig,
         plan: Plan,
         launcher: Launcher,
         options: RunOptions,
@@ -79,7 +77,6 @@ class RunExecution:
         records: dict[str, RunRecord],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.loaded = loaded
         self.plan = plan
         self.launcher = launcher
         self.opt = options
@@ -255,7 +252,6 @@ class RunExecution:
                 r.events.append(ev)
                 self.emit(NodeLogEvent(run=pr.key, node=r.watch.rank, event=ev))
         rec = judging.judge_run(
-            self.loaded,
             pr,
             [r.events for r in ranks],
             exit_codes=[r.watch.exit_code for r in ranks],

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.bus import EventBus
-from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import RunEvent, RunOutcome, StageEvent, StageState, SuiteEndEvent
 from cvs_tui.core.plan import Plan, PlannedRun
@@ -41,23 +40,20 @@ class Suite:
 
     def __init__(
         self,
-        loaded: LoadedConfig,
         plan: Plan,
         run_dir: Path,
         bus: EventBus,
         options: RunOptions | None = None,
     ) -> None:
-        self.loaded = loaded
         self.plan = plan
         self.run_dir = run_dir
         self.bus = bus
         self.opt = options or RunOptions()
         self.state = RunState()
-        self.results: Results = judging.new_results(loaded, plan)
+        self.results: Results = judging.new_results(plan)
         self.records: dict[str, RunRecord] = {}
         self.launcher: Launcher = launcher_for(plan, self.opt)
         self.runs = RunExecution(
-            loaded=loaded,
             plan=plan,
             launcher=self.launcher,
             options=self.opt,
@@ -103,7 +99,7 @@ class Suite:
         return rec
 
     def judge_checkpoint(self) -> None:
-        judging.judge_checkpoint(self.loaded, self.plan, self.records)
+        judging.judge_checkpoint(self.plan, self.records)
 
     async def stop_active(self) -> None:
         await self.runs.stop_active()

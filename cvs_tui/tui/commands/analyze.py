@@ -15,9 +15,10 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.core.analysis import analyze_paths
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.offline import analyze_paths, plan_for
+from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results, write_results
 from cvs_tui.tui.publish import add_public_options, publish
@@ -76,26 +77,29 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("analyze-%Y%m%d-%H%M%S")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")
-    results = analyze_paths(loaded, args.logs, args.run)
+    plan = plan_for(loaded, args.logs)
+    results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():
-        _show(loaded, results, args, paths)
+        _show(loaded, plan, results, args, paths)
     return 0 if results.passed and clean else 1
 
 
-def _show(loaded: LoadedConfig, results: Results, args: argparse.Namespace, paths: dict[str, Path]) -> None:
+def _show(
+    loaded: LoadedConfig, plan: Plan, results: Results, args: argparse.Namespace, paths: dict[str, Path]
+) -> None:
     """The finished run in the same screens a live run uses."""
-    from cvs_tui.core.analysis import resolve_log_inputs
+    from cvs_tui.core.offline import resolve_log_inputs
     from cvs_tui.core.replay import replay_events
     from cvs_tui.tui.app import run_tui
 
     events = replay_events(
-        loaded,
+        plan,
         results,
-        resolve_log_inputs(loaded, args.logs, args.run),
+        resolve_log_inputs(plan, args.logs, args.run),
         results_path=paths["results"],
         report_path=paths.get("html"),
     )

@@ -15,7 +15,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cvs_tui.core.card import CardSource, build_card, card_to_yaml, load_card_source, validate_card_text
+from cvs_tui.core.card import (
+    CardSource,
+    build_card,
+    card_to_yaml,
+    load_card_source,
+    validate_card_text,
+    with_config,
+)
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.privacy import build_context
 from cvs_tui.tui.commands.scrub import add_context_options, context_from_args
@@ -66,7 +73,7 @@ def _sources(args: argparse.Namespace) -> list[CardSource]:
                     "come from the sweep keys (pass --config to use a config)",
                     file=sys.stderr,
                 )
-        out.append(CardSource(src.results, src.label, loaded))
+        out.append(with_config(src, loaded, explicit=explicit is not None))
     return out
 
 

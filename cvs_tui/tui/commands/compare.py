@@ -19,6 +19,8 @@ from rich.text import Text
 
 from cvs_tui.core import compare as cmp
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.judge.format import format_number, format_pct
+from cvs_tui.core.report.compare_html import band_text
 
 VERDICT_STYLE = {
     cmp.IMPROVED: "bold green",
@@ -99,7 +101,7 @@ def _delta_text(m: cmp.MetricDelta) -> Text:
         return Text("—")
     better = m.delta < 0 if m.better == "lower" else m.delta > 0
     style = "" if m.delta == 0 or not math.isfinite(m.delta) else ("green" if better else "red")
-    return Text(cmp.fmt_pct(m.delta_pct), style=style)
+    return Text(format_pct(m.delta_pct), style=style)
 
 
 def render(report: cmp.CompareReport, console: Console) -> None:
@@ -130,11 +132,11 @@ def render(report: cmp.CompareReport, console: Console) -> None:
         for m in rc.metrics:
             t.add_row(
                 f"{m.label} ({m.unit}) {'↓' if m.better == 'lower' else '↑'}",
-                cmp.fmt_value(m.base, m.unit),
-                cmp.fmt_value(m.candidate, m.unit),
-                cmp.fmt_value(m.delta, m.unit) if m.delta is not None else "—",
+                format_number(m.base, "compare", unit=m.unit),
+                format_number(m.candidate, "compare", unit=m.unit),
+                format_number(m.delta, "compare", unit=m.unit),
                 _delta_text(m),
-                cmp.band_text(m),
+                band_text(m),
                 _verdict(m.verdict),
                 Text(m.reason),
             )

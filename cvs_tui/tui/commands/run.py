@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, args) -> int:  # type: ignore[no-untyped-def]
     bus = EventBus(run_dir / "events.jsonl")
-    suite = Suite(loaded, plan, run_dir, bus, options)
+    suite = Suite(plan, run_dir, bus, options)
     source = bus.subscribe()
     task = asyncio.create_task(suite.run())
     task.add_done_callback(lambda _t: bus.close())

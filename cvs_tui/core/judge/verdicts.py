@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
-from cvs_tui.core.metrics import MetricValue, format_value
+from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.format import format_number
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -38,7 +39,7 @@ class Verdict:
 
 
 def _num(v: float) -> str:
-    return format_value(v)
+    return format_number(v)
 
 
 def format_expected(spec: ThresholdSpec | None) -> str:

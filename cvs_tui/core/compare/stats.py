@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from cvs_tui.core.metrics import percentile
+from cvs_tui.core.judge.metrics import percentile
 
 T = TypeVar("T")
 
@@ -178,10 +178,3 @@ def loss_atol(base_losses: Sequence[float], cand_losses: Sequence[float], atol: 
     if q > atol:
         return q, f"atol raised to {q:g}: losses are printed with {d} decimals (±{q / 2:g} per value)"
     return atol, f"atol {atol:g}"
-
-
-def within_tolerance(a: float, b: float, atol: float, rtol: float) -> bool:
-    """|b − a| ≤ atol + rtol·|a| (non-finite values only match themselves)."""
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return (math.isnan(a) and math.isnan(b)) or a == b
-    return abs(b - a) <= atol + rtol * abs(a)
