@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
 from cvs_tui.core.judge import (
     base_results,
     finalize_run,
@@ -17,7 +18,6 @@ from cvs_tui.core.judge import (
     stage_records,
     verdict_events,
 )
-from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
