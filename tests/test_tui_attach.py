@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.core.attach import event_from_dict, follow_run_folder, read_plan_info
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -33,8 +34,7 @@ from cvs_tui.core.events import (
     VerdictEvent,
     event_to_dict,
 )
-from cvs_tui.tui.attach_source import event_from_dict, follow_run_folder, read_plan_info
-from cvs_tui.tui.feed import EventFeed
+from cvs_tui.core.feed import EventFeed
 
 SAMPLES = [
     StageEvent("smoke", StageState.RUNNING, "", 1.5),
@@ -127,7 +127,7 @@ async def test_no_follow_reads_what_is_there_and_stops(tmp_path: Path) -> None:
 
 
 async def test_long_log_is_joined_near_its_end_with_true_line_numbers(tmp_path: Path, monkeypatch) -> None:
-    import cvs_tui.tui.attach_source as src
+    import cvs_tui.core.attach as src
 
     monkeypatch.setattr(src, "TAIL_START_BYTES", 1000)
     (tmp_path / "logs" / "R").mkdir(parents=True)

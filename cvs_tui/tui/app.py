@@ -22,10 +22,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
+from cvs_tui.core.attach import plan_slugs, read_plan_info, run_slug
 from cvs_tui.core.events import RunEvent
+from cvs_tui.core.feed import EventFeed, as_feed
 from cvs_tui.core.state import RunState
-from cvs_tui.tui.attach_source import plan_slugs, read_plan_info, run_slug
-from cvs_tui.tui.feed import EventFeed, as_feed
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
 from cvs_tui.tui.screens.help import HelpScreen

@@ -16,7 +16,7 @@ from textual.widgets import Footer, Static
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import OUTCOME_STYLE, VERDICT_STYLE, fmt_float
+from cvs_tui.render.format import OUTCOME_STYLE, VERDICT_STYLE, fmt_float
 from cvs_tui.tui.widgets.loss_plot import LossPlot
 
 CHECKPOINT_STAGE = "checkpoint_resume"

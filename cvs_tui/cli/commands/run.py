@@ -15,11 +15,11 @@ import signal
 import sys
 from pathlib import Path
 
+from cvs_tui.cli.commands.plan import add_target_args, load_target
+from cvs_tui.cli.publish import add_public_options, publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.runner.pipeline import RunOptions, Suite
-from cvs_tui.tui.commands.plan import add_target_args, load_target
-from cvs_tui.tui.publish import add_public_options, publish
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -130,9 +130,9 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
             loop.add_signal_handler(sig, stop)
     try:
         if ui:
+            from cvs_tui.cli.console import run_console
+            from cvs_tui.core.feed import EventFeed
             from cvs_tui.tui.app import run_tui
-            from cvs_tui.tui.console import run_console
-            from cvs_tui.tui.feed import EventFeed
 
             feed = EventFeed(source)
 
@@ -152,7 +152,7 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)
         else:
-            from cvs_tui.tui.console import run_console
+            from cvs_tui.cli.console import run_console
 
             await run_console(source, ascii=args.ascii)
         with contextlib.suppress(asyncio.CancelledError):

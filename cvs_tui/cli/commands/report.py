@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cvs_tui.cli.publish import add_public_options, publish
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
-from cvs_tui.tui.publish import add_public_options, publish
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

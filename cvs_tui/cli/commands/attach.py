@@ -11,7 +11,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from cvs_tui.tui.attach_source import check_run_dir, follow_run_folder, read_plan_info
+from cvs_tui.core.attach import check_run_dir, follow_run_folder, read_plan_info
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_dir(run_dir)
     source = follow_run_folder(run_dir, follow=not args.no_follow)
     if args.no_ui or not sys.stdout.isatty():
-        from cvs_tui.tui.console import run_console
+        from cvs_tui.cli.console import run_console
 
         view = asyncio.run(run_console(source, ascii=args.ascii))
     else:

@@ -28,7 +28,7 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import (
+from cvs_tui.render.format import (
     NODE_STATE_STYLE,
     OUTCOME_STYLE,
     STAGE_MARK,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from cvs_tui.cli.commands.scrub import add_context_options, context_from_args
 from cvs_tui.core.privacy import check_files
-from cvs_tui.tui.commands.scrub import add_context_options, context_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

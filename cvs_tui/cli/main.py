@@ -1,7 +1,7 @@
 """The `cvs-tui` entry point.
 
 `cvs-tui CONFIG [...]` runs the suite; every other first word names a subcommand. Each subcommand lives in
-its own module under ``cvs_tui.tui.commands`` (``add_parser(subparsers)`` + ``run(args) -> int``).
+its own module under ``cvs_tui.cli.commands`` (``add_parser(subparsers)`` + ``run(args) -> int``).
 Exit codes: 0 nothing failed, 1 something failed, 2 bad input, 130 interrupted.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from cvs_tui import __version__
 from cvs_tui.core.errors import UserError
 
-# (subcommand, module under cvs_tui.tui.commands); `run` is the default when the first word is a path.
+# (subcommand, module under cvs_tui.cli.commands); `run` is the default when the first word is a path.
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("run", "run"),
     ("plan", "plan"),
@@ -35,7 +35,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 def _available() -> list[tuple[str, object]]:
     mods = []
     for name, mod in SUBCOMMANDS:
-        full = f"cvs_tui.tui.commands.{mod}"
+        full = f"cvs_tui.cli.commands.{mod}"
         if importlib.util.find_spec(full) is not None:
             mods.append((name, importlib.import_module(full)))
     return mods

@@ -15,12 +15,12 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from cvs_tui.cli.publish import add_public_options, publish
 from cvs_tui.core.analysis import analyze_paths
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results, write_results
-from cvs_tui.tui.publish import add_public_options, publish
 
 DEFAULT_OUT_ROOT = Path("runs")
 
