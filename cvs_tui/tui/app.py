@@ -22,9 +22,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
-from cvs_tui.core.attach import plan_slugs, read_plan_info, run_slug
+from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import RunEvent
 from cvs_tui.core.feed import EventFeed, as_feed
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
@@ -107,7 +108,8 @@ class CvsApp(App[QuitChoice]):
         self.ascii_only = ascii_only
         self.live = live  # leaving asks whether to stop the run or detach
         self.run_dir = run_dir
-        self.export_dir = export_dir or (run_dir / "exports" if run_dir is not None else Path.cwd())
+        self.folder = RunFolder(run_dir) if run_dir is not None else None
+        self.export_dir = export_dir or (self.folder.exports_dir if self.folder is not None else Path.cwd())
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self.view = RunState()
@@ -212,10 +214,16 @@ class CvsApp(App[QuitChoice]):
         self.push_screen(NodeLogScreen(run, node, goto_line=goto_line))
 
     def node_log_path(self, run: str, node: int) -> Path | None:
-        if self.run_dir is None:
+        """Where the run folder keeps this node's full log (None without a folder or a usable name)."""
+        if self.folder is None:
             return None
-        slug = plan_slugs(self.run_dir).get(run) or run_slug(run)
-        return self.run_dir / "logs" / slug / f"node{node}.log"
+        try:
+            return self.folder.run_log(run, node)
+        except UserError as exc:  # a malformed plan.json: say so rather than guess a path
+            self.notify(exc.problems[0], severity="error", timeout=15)
+        except ValueError:
+            pass
+        return None
 
     def export_pane(self, pane: LogPane) -> None:
         try:
@@ -261,7 +269,7 @@ async def run_tui(
     ``on_quit(choice)`` is awaited once the terminal is restored. After "detach" the caller keeps reading
     the same source (pass an :class:`EventFeed` to hand the rest to :func:`run_console`).
     """
-    header = {**read_plan_info(run_dir), **(info or {})} if run_dir is not None else dict(info or {})
+    header = {**RunFolder(run_dir).plan_info(), **(info or {})} if run_dir is not None else dict(info or {})
     app = CvsApp(
         source, title=title, info=header, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir
     )

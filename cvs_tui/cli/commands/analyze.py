@@ -20,7 +20,8 @@ from cvs_tui.core.analysis import analyze_paths
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.report import write_reports
-from cvs_tui.core.results import Results, write_results
+from cvs_tui.core.results import Results
+from cvs_tui.core.run_folder import RunFolder
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")
     results = analyze_paths(loaded, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
+    paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():

@@ -14,6 +14,7 @@ from cvs_tui.core.cluster import Cluster, cluster_from_nodes_arg, load_cluster, 
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, format_plan, new_run_id
+from cvs_tui.core.run_folder import RunFolder
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -82,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
         print(format_plan(plan), end="")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "plan.json").write_text(json.dumps(plan.display_dict(), indent=2) + "\n", encoding="utf-8")
+        written = RunFolder(out).write_plan(plan)
         if not args.json:
-            print(f"wrote {out / 'plan.json'}")
+            print(f"wrote {written}")
     if plan.preflight_errors:
         for line in plan.preflight_errors:
             print(f"cvs-tui: error: {line}", file=sys.stderr)

@@ -19,6 +19,7 @@ from cvs_tui.cli.commands.plan import add_target_args, load_target
 from cvs_tui.cli.publish import add_public_options, publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.pipeline import RunOptions, Suite
 
 
@@ -111,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, args) -> int:  # type: ignore[no-untyped-def]
-    bus = EventBus(run_dir / "events.jsonl")
+    folder = RunFolder(run_dir)
+    bus = EventBus(folder.events_path)
     suite = Suite(loaded, plan, run_dir, bus, options)
     source = bus.subscribe()
     task = asyncio.create_task(suite.run())
@@ -168,5 +170,5 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
     if task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
     if ui:  # the headless console has printed it already
-        print(f"report: {run_dir / 'report.html'}")
+        print(f"report: {folder.report_path}")
     return 0 if suite.results_passed() else 1

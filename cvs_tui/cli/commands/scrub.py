@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from cvs_tui.core.privacy import PrivacyContext, build_context, context_from_run_folder, scrub_files
+from cvs_tui.core.run_folder import RunFolder
 
 
 def add_context_options(p: argparse.ArgumentParser) -> None:
@@ -58,9 +58,10 @@ def context_from_args(args: argparse.Namespace, inputs: list[str] | None = None)
         environ=os.environ,
     )
     for item in inputs or []:
-        d = Path(item)
-        if d.is_dir() and ((d / "plan.json").is_file() or (d / "results.json").is_file()):
-            ctx = ctx.merged(context_from_run_folder(d, environ={}))
+        folder = RunFolder(item)
+        if folder.looks_like_run():
+            folder.plan_dict()  # a malformed plan.json would hide its hosts from the denylist: stop here
+            ctx = ctx.merged(context_from_run_folder(folder.path, environ={}))
     return ctx
 
 
