@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 from cvs_tui import __version__
 from cvs_tui.core.errors import UserError
@@ -32,13 +32,16 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _available() -> list[tuple[str, object]]:
-    mods = []
-    for name, mod in SUBCOMMANDS:
-        full = f"cvs_tui.cli.commands.{mod}"
-        if importlib.util.find_spec(full) is not None:
-            mods.append((name, importlib.import_module(full)))
-    return mods
+class Command(Protocol):
+    """What each module under ``cvs_tui.cli.commands`` provides."""
+
+    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+def _commands() -> list[Command]:
+    """Every subcommand module. All of them ship with the package: a missing one is a broken install and
+    fails loudly here rather than dropping a subcommand from --help."""
+    return [cast(Command, importlib.import_module(f"cvs_tui.cli.commands.{mod}")) for _, mod in SUBCOMMANDS]
 
 
 class _VersionAction(argparse.Action):
@@ -60,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for _name, mod in _available():
-        mod.add_parser(sub)  # type: ignore[attr-defined]
+    for mod in _commands():
+        mod.add_parser(sub)
     return parser
 
 

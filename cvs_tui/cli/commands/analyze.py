@@ -15,7 +15,8 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.cli.publish import add_public_options, publish
+from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.analysis import analyze_paths
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cvs_tui.cli.commands.scrub import add_context_options, context_from_args
+from cvs_tui.cli.options import add_context_options, context_from_args
 from cvs_tui.core.card import CardSource, build_card, card_to_yaml, load_card_source, validate_card_text
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.privacy import build_context

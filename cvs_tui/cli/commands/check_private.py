@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from cvs_tui.cli.commands.scrub import add_context_options, context_from_args
+from cvs_tui.cli.options import add_context_options, context_from_args
 from cvs_tui.core.privacy import check_files
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.cli.commands.plan import add_target_args, load_target
+from cvs_tui.cli.options import add_target_args, load_target
 from cvs_tui.core.config.loader import DISTRIBUTED_ENV_VARS
 from cvs_tui.core.config.model import CvsConfig
 from cvs_tui.core.config.shipped import find_shipped, list_shipped, shipped_configs_dir, sibling_thresholds

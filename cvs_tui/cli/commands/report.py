@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cvs_tui.cli.publish import add_public_options, publish
+from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
 

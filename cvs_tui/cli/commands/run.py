@@ -15,8 +15,8 @@ import signal
 import sys
 from pathlib import Path
 
-from cvs_tui.cli.commands.plan import add_target_args, load_target
-from cvs_tui.cli.publish import add_public_options, publish
+from cvs_tui.cli.options import add_public_options, add_target_args, load_target
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.run_folder import RunFolder
