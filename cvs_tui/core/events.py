@@ -382,8 +382,8 @@ def _convert(value: Any, hint: Any) -> Any:
                 continue
         return value
     if origin is tuple:
-        args = typing.get_args(hint)
-        inner = args[0] if args else Any
+        items = typing.get_args(hint)
+        inner = items[0] if items else Any
         return tuple(_convert(v, inner) for v in value)
     if origin is dict or hint in (Any, str, int, bool):
         return value

@@ -27,7 +27,7 @@ from cvs_tui.core.run_folder import RunFolder
 DEFAULT_OUT_ROOT = Path("runs")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "analyze",
         help="judge a finished (or crashed) run from its node logs: metrics, verdicts, reports",

@@ -15,7 +15,7 @@ from cvs_tui.core.attach import follow_run_folder
 from cvs_tui.core.run_folder import RunFolder
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "attach",
         help="watch a run in progress (or finished) from its run folder",

@@ -21,7 +21,7 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.privacy import build_context
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "card",
         help="export a validation card from results, or `card validate CARD` to check one",

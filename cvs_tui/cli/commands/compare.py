@@ -20,7 +20,7 @@ from rich.text import Text
 from cvs_tui.core import compare as cmp
 from cvs_tui.core.errors import UserError
 
-VERDICT_STYLE = {
+VERDICT_STYLE: dict[str, str] = {
     cmp.IMPROVED: "bold green",
     cmp.REGRESSED: "bold red",
     cmp.NO_CHANGE: "dim",
@@ -29,7 +29,7 @@ VERDICT_STYLE = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "compare",
         help="compare a candidate run against a base run: regression, improvement or noise",

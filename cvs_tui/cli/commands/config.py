@@ -16,7 +16,7 @@ from cvs_tui.core.config.shipped import find_shipped, list_shipped, shipped_conf
 from cvs_tui.core.errors import UserError
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("config", help="list, copy, validate shipped configs; print the JSON Schema")
     sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     sub.add_parser("list", help="list the shipped configs").set_defaults(handler=run_list)

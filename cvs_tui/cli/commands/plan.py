@@ -15,7 +15,7 @@ from cvs_tui.core.plan import format_plan
 from cvs_tui.core.run_folder import RunFolder
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "plan",
         help="show exactly what a config will do (nothing is launched)",

@@ -11,7 +11,7 @@ from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
         help="re-render report.html, junit.xml and summary.md from a results.json",

@@ -18,12 +18,14 @@ from pathlib import Path
 from cvs_tui.cli.options import add_public_options, add_target_args, load_target
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
+from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan import Plan
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.pipeline import RunOptions, Suite
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run",
         help="run the suite (`cvs-tui CONFIG` is short for this)",
@@ -111,7 +113,15 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
-async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, args) -> int:  # type: ignore[no-untyped-def]
+async def _main(
+    loaded: LoadedConfig,
+    plan: Plan,
+    run_dir: Path,
+    options: RunOptions,
+    *,
+    ui: bool,
+    args: argparse.Namespace,
+) -> int:
     folder = RunFolder(run_dir)
     bus = EventBus(folder.events_path)
     suite = Suite(loaded, plan, run_dir, bus, options)

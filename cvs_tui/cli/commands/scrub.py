@@ -15,7 +15,7 @@ from cvs_tui.cli.options import add_context_options, context_from_args
 from cvs_tui.core.privacy import scrub_files
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "scrub",
         help="replace hosts, users, paths, tokens and other private values with stable placeholders",
