@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from _analysis_samples import FIXTURES, LOCAL_2PROC, load_local, write_config
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import load_results
-from cvs_tui.tui.cli import main
 
 STEP = re.compile(
     r"completed step: (\d+), seconds: ([\d.]+), TFLOP/s/device: ([\d.]+), "

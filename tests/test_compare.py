@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from _analysis_samples import write_config
 
+from cvs_tui.cli.main import main
 from cvs_tui.core import compare as cmp
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.results import write_results
-from cvs_tui.tui.cli import main
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "compare"
 KEY = "BS=2,PRECISION=BF16,SL=128"

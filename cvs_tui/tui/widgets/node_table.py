@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import NODE_STATE_STYLE, fmt_float, fmt_rate
+from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 SPARK_WIDTH = 16

@@ -10,61 +10,12 @@ The output is re-checked; anything left is printed as `file:line:col category` a
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
-from cvs_tui.core.privacy import PrivacyContext, build_context, context_from_run_folder, scrub_files
-
-
-def add_context_options(p: argparse.ArgumentParser) -> None:
-    """The denylist options `scrub`, `check-private` and `card` share."""
-    p.add_argument(
-        "--deny-term",
-        action="append",
-        default=[],
-        metavar="T",
-        help="a private term (site or project name); repeatable; matched case-insensitively",
-    )
-    p.add_argument(
-        "--denylist",
-        action="append",
-        default=[],
-        metavar="F",
-        help="a file of private terms, one per line, `#` comments; keep it out of version control",
-    )
-    p.add_argument(
-        "--config", metavar="CONFIG", help="the run's config: adds its paths, volumes, container name"
-    )
-    p.add_argument("--cluster", metavar="FILE", help="the run's cluster file: adds its hosts and users")
+from cvs_tui.cli.options import add_context_options, context_from_args
+from cvs_tui.core.privacy import scrub_files
 
 
-def context_from_args(args: argparse.Namespace, inputs: list[str] | None = None) -> PrivacyContext:
-    """Denylist from --deny-term/--denylist/--config/--cluster, the local user and $HOME, and every run
-    folder among ``inputs`` (a folder holding plan.json or results.json)."""
-    loaded = cluster = None
-    if getattr(args, "config", None):
-        from cvs_tui.core.config.loader import load_config
-
-        loaded = load_config(args.config)
-    if getattr(args, "cluster", None):
-        from cvs_tui.core.cluster import load_cluster
-
-        cluster = load_cluster(args.cluster)
-    ctx = build_context(
-        loaded=loaded,
-        cluster=cluster,
-        deny_terms=args.deny_term,
-        denylist_files=args.denylist,
-        environ=os.environ,
-    )
-    for item in inputs or []:
-        d = Path(item)
-        if d.is_dir() and ((d / "plan.json").is_file() or (d / "results.json").is_file()):
-            ctx = ctx.merged(context_from_run_folder(d, environ={}))
-    return ctx
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "scrub",
         help="replace hosts, users, paths, tokens and other private values with stable placeholders",

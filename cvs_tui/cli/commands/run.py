@@ -15,14 +15,17 @@ import signal
 import sys
 from pathlib import Path
 
+from cvs_tui.cli.options import add_public_options, add_target_args, load_target
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
+from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan import Plan
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
-from cvs_tui.tui.commands.plan import add_target_args, load_target
-from cvs_tui.tui.publish import add_public_options, publish
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run",
         help="run the suite (`cvs-tui CONFIG` is short for this)",
@@ -110,8 +113,17 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
-async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, args) -> int:  # type: ignore[no-untyped-def]
-    bus = EventBus(run_dir / "events.jsonl")
+async def _main(
+    loaded: LoadedConfig,
+    plan: Plan,
+    run_dir: Path,
+    options: RunOptions,
+    *,
+    ui: bool,
+    args: argparse.Namespace,
+) -> int:
+    folder = RunFolder(run_dir)
+    bus = EventBus(folder.events_path)
     suite = Suite(plan, run_dir, bus, options)
     source = bus.subscribe()
     task = asyncio.create_task(suite.run())
@@ -130,9 +142,9 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
             loop.add_signal_handler(sig, stop)
     try:
         if ui:
+            from cvs_tui.cli.console import run_console
+            from cvs_tui.core.feed import EventFeed
             from cvs_tui.tui.app import run_tui
-            from cvs_tui.tui.console import run_console
-            from cvs_tui.tui.feed import EventFeed
 
             feed = EventFeed(source)
 
@@ -152,7 +164,7 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)
         else:
-            from cvs_tui.tui.console import run_console
+            from cvs_tui.cli.console import run_console
 
             await run_console(source, ascii=args.ascii)
         with contextlib.suppress(asyncio.CancelledError):
@@ -168,5 +180,5 @@ async def _main(loaded, plan, run_dir: Path, options: RunOptions, *, ui: bool, a
     if task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
     if ui:  # the headless console has printed it already
-        print(f"report: {run_dir / 'report.html'}")
+        print(f"report: {folder.report_path}")
     return 0 if suite.results_passed() else 1

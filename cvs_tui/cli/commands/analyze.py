@@ -15,18 +15,20 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import analyze_paths, plan_for
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
-from cvs_tui.core.results import Results, write_results
-from cvs_tui.tui.publish import add_public_options, publish
+from cvs_tui.core.results import Results
+from cvs_tui.core.run_folder import RunFolder
 
 DEFAULT_OUT_ROOT = Path("runs")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "analyze",
         help="judge a finished (or crashed) run from its node logs: metrics, verdicts, reports",
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_for(loaded, args.logs)
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": write_results(results, out / "results.json"), **write_reports(results, out)}
+    paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():

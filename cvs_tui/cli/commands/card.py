@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cvs_tui.cli.options import add_context_options, context_from_args
 from cvs_tui.core.card import (
     CardSource,
     build_card,
@@ -25,10 +26,9 @@ from cvs_tui.core.card import (
 )
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.privacy import build_context
-from cvs_tui.tui.commands.scrub import add_context_options, context_from_args
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "card",
         help="export a validation card from results, or `card validate CARD` to check one",

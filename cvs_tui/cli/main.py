@@ -1,7 +1,7 @@
 """The `cvs-tui` entry point.
 
 `cvs-tui CONFIG [...]` runs the suite; every other first word names a subcommand. Each subcommand lives in
-its own module under ``cvs_tui.tui.commands`` (``add_parser(subparsers)`` + ``run(args) -> int``).
+its own module under ``cvs_tui.cli.commands`` (``add_parser(subparsers)`` + ``run(args) -> int``).
 Exit codes: 0 nothing failed, 1 something failed, 2 bad input, 130 interrupted.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 from cvs_tui import __version__
 from cvs_tui.core.errors import UserError
 
-# (subcommand, module under cvs_tui.tui.commands); `run` is the default when the first word is a path.
+# (subcommand, module under cvs_tui.cli.commands); `run` is the default when the first word is a path.
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("run", "run"),
     ("plan", "plan"),
@@ -32,13 +32,16 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _available() -> list[tuple[str, object]]:
-    mods = []
-    for name, mod in SUBCOMMANDS:
-        full = f"cvs_tui.tui.commands.{mod}"
-        if importlib.util.find_spec(full) is not None:
-            mods.append((name, importlib.import_module(full)))
-    return mods
+class Command(Protocol):
+    """What each module under ``cvs_tui.cli.commands`` provides."""
+
+    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+
+def _commands() -> list[Command]:
+    """Every subcommand module. All of them ship with the package: a missing one is a broken install and
+    fails loudly here rather than dropping a subcommand from --help."""
+    return [cast(Command, importlib.import_module(f"cvs_tui.cli.commands.{mod}")) for _, mod in SUBCOMMANDS]
 
 
 class _VersionAction(argparse.Action):
@@ -60,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for _name, mod in _available():
-        mod.add_parser(sub)  # type: ignore[attr-defined]
+    for mod in _commands():
+        mod.add_parser(sub)
     return parser
 
 

@@ -22,7 +22,7 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge.format import format_number, format_pct
 from cvs_tui.core.report.compare_html import band_text
 
-VERDICT_STYLE = {
+VERDICT_STYLE: dict[str, str] = {
     cmp.IMPROVED: "bold green",
     cmp.REGRESSED: "bold red",
     cmp.NO_CHANGE: "dim",
@@ -31,7 +31,7 @@ VERDICT_STYLE = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "compare",
         help="compare a candidate run against a base run: regression, improvement or noise",

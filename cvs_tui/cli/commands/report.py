@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.publish import publish
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
-from cvs_tui.tui.publish import add_public_options, publish
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
         help="re-render report.html, junit.xml and summary.md from a results.json",

@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cvs_tui.cli.options import add_target_args, load_target
 from cvs_tui.core.config.loader import DISTRIBUTED_ENV_VARS
 from cvs_tui.core.config.model import CvsConfig
 from cvs_tui.core.config.shipped import find_shipped, list_shipped, shipped_configs_dir, sibling_thresholds
 from cvs_tui.core.errors import UserError
-from cvs_tui.tui.commands.plan import add_target_args, load_target
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("config", help="list, copy, validate shipped configs; print the JSON Schema")
     sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     sub.add_parser("list", help="list the shipped configs").set_defaults(handler=run_list)

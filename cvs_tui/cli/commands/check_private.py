@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 
+from cvs_tui.cli.options import add_context_options, context_from_args
 from cvs_tui.core.privacy import check_files
-from cvs_tui.tui.commands.scrub import add_context_options, context_from_args
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "check-private",
         help="report private values in files as file:line:col category (never the value)",

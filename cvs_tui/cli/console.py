@@ -28,15 +28,15 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import (
+from cvs_tui.render.format import (
     NODE_STATE_STYLE,
     OUTCOME_STYLE,
     STAGE_MARK,
-    VERDICT_STYLE,
     fmt_duration,
     fmt_float,
     fmt_rate,
 )
+from cvs_tui.render.renderables import fill_verdict_table, hit_style, hit_summary
 
 PROGRESS_SECONDS = 10.0
 HITS_PRINTED_PER_SIGNATURE = 5  # per run, node and signature; a noisy warning must not flood CI logs
@@ -91,13 +91,13 @@ class ConsoleView:
                         )
                     )
                 return
-            first = hit.text.splitlines()[0][:200] if hit.text else ""
+            style = hit_style(hit)
             out.print(
                 Text.assemble(
-                    ("  ! " if fatal else "  ? ", "bold red" if fatal else "yellow"),
+                    ("  ! " if fatal else "  ? ", style),
                     f"{ev.run} node {ev.node} line {hit.line} ",
-                    (f"{hit.severity.value} {hit.name}", "bold red" if fatal else "yellow"),
-                    (f": {first}", "dim"),
+                    (f"{hit.severity.value} {hit.name}", style),
+                    (f": {hit_summary(hit, 200)}", "dim"),
                 )
             )
         elif isinstance(ev, RunEndEvent):
@@ -160,16 +160,7 @@ class ConsoleView:
             table = Table(
                 title=f"{key}: {rv.outcome.value if rv.outcome else 'unfinished'}", title_justify="left"
             )
-            for name in ("Metric", "Expected", "Actual", "Unit", "Status"):
-                table.add_column(name, justify="right" if name in ("Expected", "Actual") else "left")
-            for v in rv.verdicts.values():
-                table.add_row(
-                    v.metric,
-                    v.expected,
-                    fmt_float(v.actual, 4),
-                    v.unit,
-                    Text(v.status, style=VERDICT_STYLE.get(v.status, "")),
-                )
+            fill_verdict_table(table, rv, notes=False)
             if rv.verdicts:
                 out.print(table)
             else:

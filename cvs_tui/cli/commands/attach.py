@@ -11,10 +11,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from cvs_tui.tui.attach_source import check_run_dir, follow_run_folder, read_plan_info
+from cvs_tui.core.attach import follow_run_folder
+from cvs_tui.core.run_folder import RunFolder
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "attach",
         help="watch a run in progress (or finished) from its run folder",
@@ -31,10 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir
-    check_run_dir(run_dir)
+    folder = RunFolder(run_dir)
+    folder.require_events()
+    info = folder.plan_info()  # a malformed plan.json stops here, as one line, before any view opens
     source = follow_run_folder(run_dir, follow=not args.no_follow)
     if args.no_ui or not sys.stdout.isatty():
-        from cvs_tui.tui.console import run_console
+        from cvs_tui.cli.console import run_console
 
         view = asyncio.run(run_console(source, ascii=args.ascii))
     else:
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         app = CvsApp(
             source,
             title=f"cvs-tui attach {run_dir}",
-            info=read_plan_info(run_dir),
+            info=info,
             ascii_only=args.ascii,
             live=False,  # the run belongs to another process: leaving just closes this view
             run_dir=run_dir,

@@ -19,29 +19,6 @@ from cvs_tui.core.privacy import build_context, scrub_run_folder
 PUBLIC_DIR = "public"
 
 
-def add_public_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--public",
-        action="store_true",
-        help=f"also write a scrubbed copy of every artefact into <out>/{PUBLIC_DIR}/ (no hosts, IPs, "
-        "users, home paths, buckets or tokens)",
-    )
-    p.add_argument(
-        "--deny-term",
-        action="append",
-        default=[],
-        metavar="T",
-        help="with --public: a further private term (site or project name); repeatable",
-    )
-    p.add_argument(
-        "--denylist",
-        action="append",
-        default=[],
-        metavar="F",
-        help="with --public: a file of private terms, one per line",
-    )
-
-
 def publish(
     run_dir: Path, args: argparse.Namespace, *, loaded: Any = None, cluster: Any = None, results: Any = None
 ) -> bool:
