@@ -26,6 +26,9 @@ from typing import Any, Literal
 from cvs_tui.core.errors import UserError
 
 Vendor = Literal["amd", "nvidia"]
+# amd / nvidia: upstream's GPU defaults for that vendor; auto: the vendor the node has; none: no
+# defaults and no GPU check (hardware cpu, or gpu_name cpu).
+GpuMode = Literal["amd", "nvidia", "auto", "none"]
 WHERE = "container.runtime.args"
 INFINIBAND = "/dev/infiniband"
 AMD_GPU_DEVICES = ("/dev/kfd", "/dev/dri")
@@ -265,6 +268,13 @@ def vendor_from_gpu_name(gpu_name: str) -> Vendor | None:
     if _NVIDIA.search(name):
         return "nvidia"
     return None
+
+
+def gpu_mode(gpu_name: str, *, cpu_only: bool) -> GpuMode:
+    """How a config's container gets its GPU: from ``gpu_name``, else from the node (``auto``)."""
+    if cpu_only or gpu_name.strip().lower() == "cpu":
+        return "none"
+    return vendor_from_gpu_name(gpu_name) or "auto"
 
 
 def _merge_list(default: Sequence[Any], given: Sequence[Any] | None) -> list[Any]:

@@ -28,13 +28,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import aiodocker
 import aiohttp
 
 from cvs_tui.core.config.host_config import (
     AMD_GPU_DEVICES,
+    GpuMode,
     Vendor,
     effective_host_config,
     env_list,
@@ -93,9 +94,6 @@ def container_name(prefix: str, user: str, run_id: str) -> str:
     return name[:200]
 
 
-GpuMode = Literal["amd", "nvidia", "auto", "none"]
-
-
 @dataclass(frozen=True)
 class ContainerSpec:
     """What to launch on every node. ``args`` is ``container.runtime.args`` as written in the config."""
@@ -109,9 +107,7 @@ class ContainerSpec:
     command: Sequence[str] = ("sleep", "infinity")
     labels: Mapping[str, str] = field(default_factory=dict)
     init: bool = True  # tini as PID 1: stops in milliseconds and reaps zombies
-    # amd / nvidia: upstream's GPU defaults for that vendor; auto: the vendor the node has; none: no
-    # defaults and no GPU check (hardware cpu). Ignored when `host_config` is given.
-    gpu: GpuMode = "none"
+    gpu: GpuMode = "none"  # see host_config.GpuMode; ignored when `host_config` is given
     host_config: Mapping[str, Any] | None = None  # a fixed HostConfig, sent as is (no node facts)
     image_tar: str | None = None  # `docker load` this file on the node when the image is missing
     pull_timeout_s: float = 1800.0
