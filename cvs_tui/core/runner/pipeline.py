@@ -36,6 +36,7 @@ from cvs_tui.core.analysis import (
     verdict_events,
 )
 from cvs_tui.core.bus import EventBus
+from cvs_tui.core.config.host_config import gpu_mode
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
@@ -254,6 +255,8 @@ class Suite:
                 known_hosts=self.plan.known_hosts,
                 verify_host_keys=self.plan.verify_host_keys,
                 connect_timeout=self.opt.connect_timeout_s,
+                env_vars=self.plan.cluster_env,
+                password=self.plan.ssh_password.get_secret_value() if self.plan.ssh_password else None,
             )
             for n in self.plan.nodes
         ]
@@ -300,6 +303,8 @@ class Suite:
             image=self.plan.container_image,
             # docker_socket says where the API is, not how to run the container
             args={k: v for k, v in self.plan.container_args.items() if k != DOCKER_SOCKET_ARG},
+            gpu=gpu_mode(self.plan.gpu_name, cpu_only=_cpu(self.plan)),
+            image_tar=self.loaded.config.container.image_tar or None,
             env=self.plan.runs[0].env if self.plan.runs else {},
             lifetime=self.plan.container_lifetime,
             # the run's node-side folders, same path inside and out: the node can follow the logs
@@ -314,11 +319,10 @@ class Suite:
             host = self.plan.nodes[rank].host
             out: list[str] = []
             try:
-                if self.plan.container_runtime == "docker" and not await rt.image_present():
-                    out.append(
-                        f"node {rank} ({host}): image {self.plan.container_image} is not present; "
-                        "pull or load it on every node first"
-                    )
+                if self.plan.container_runtime == "docker":
+                    # GPU devices, then the image (pulled or loaded when missing, with progress)
+                    found = await rt.prepare(lambda msg: self.stage("preflight", StageState.RUNNING, msg))
+                    out += [f"node {rank} ({host}): {p}" for p in found]
                 mk = " ".join(shlex.quote(d) for d in dirs)
                 r = await t.run(f"mkdir -p -- {mk} && df -Pk -- {mk}", self.opt.command_timeout_s)
                 if r.rc != 0:
@@ -651,6 +655,8 @@ class Suite:
             if self.plan.stage("tokenizer").enabled
             else None,
             label=f"run {pr.key} node {w.rank}",
+            pre_env=self.plan.cluster_env,
+            post_env=self.plan.launcher_env,
         )
         await t.write_file(script, build_launcher(spec), 0o755)
         await rt.start_detached(launch_command(script))
@@ -854,6 +860,11 @@ class Suite:
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
         self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=time.time()))
+
+
+def _cpu(plan: Plan) -> bool:
+    hardware = [str(r.maxtext_config.get("hardware", "")).lower() for r in plan.runs]
+    return bool(hardware) and all(h == "cpu" for h in hardware)
 
 
 def _exists_check(path: str, message: str) -> str:
