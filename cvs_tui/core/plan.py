@@ -7,6 +7,7 @@ The runner executes a Plan and never re-reads the config. `Plan.display_dict()` 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.blocks import (
@@ -24,7 +25,8 @@ from cvs_tui.core.config.blocks import (
     ThresholdKind,
     ThresholdSpec,
 )
-from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.config.host_config import Vendor, effective_host_config, gpu_mode, parse_runtime_args
+from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, LoadedConfig
 from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec, is_secret_name
 from cvs_tui.core.errors import UserError
 
@@ -113,6 +115,7 @@ class Plan(_Frozen):
     runs: list[PlannedRun]
     container_name: str
     container_image: str
+    container_image_tar: str | None = None
     container_runtime: Literal["docker", "host"]
     container_lifetime: str
     container_args: dict[str, Any]
@@ -128,6 +131,11 @@ class Plan(_Frozen):
     checkpoint_resume: dict[str, Any]
     warnings: list[str]
     preflight_errors: list[str]
+    # The Docker HostConfig the container gets (runtime.args + upstream's defaults); None for runtime host.
+    host_config: dict[str, Any] | None = None
+    cluster_env: dict[str, str] = {}  # the cluster file's env_vars: before every command, in the launcher
+    launcher_env: dict[str, str] = {}  # HF_HOME, PYTHONPATH, LD_LIBRARY_PATH ($NAME expands)
+    ssh_password: SecretStr | None = None
 
     def run(self, key: str) -> PlannedRun:
         """The planned run with this key (a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF)."""
@@ -150,6 +158,8 @@ class Plan(_Frozen):
             run["maxtext_config"] = mask_env(run["maxtext_config"])
             run["yaml_text"] = yaml_dump(run["maxtext_config"])
             run["node_env"] = [mask_env(e) for e in run["node_env"]]
+        d["cluster_env"] = mask_env(d["cluster_env"])
+        d["ssh_password"] = MASK if self.ssh_password is not None else None
         return d
 
 
@@ -267,7 +277,8 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
             f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
             "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
         )
-    env = dict(cfg.container.env)
+    # Per-node vars in container.env are overridden per node (the loader warned): keep them out.
+    env = {k: v for k, v in cfg.container.env.items() if k not in PER_NODE_ENV_VARS}
     xla = xla_flags_value(cfg.train_params.xla_flags)
     if xla is not None:
         env["XLA_FLAGS"] = xla
@@ -358,7 +369,23 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         PlanInput(loaded=loaded, cluster=cluster, out_dir=out_dir, runs=runs, container_name=container_name)
     )
     tp = cfg.train_params
-
+    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
+    mode = gpu_mode(cfg.gpu_name, cpu_only=cpu_only)
+    host_config = None
+    if runtime == "docker":
+        vendor: Vendor | None = "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
+        host_config = effective_host_config(parse_runtime_args(cfg.container.runtime.args), vendor)
+    launcher_env = {"HF_HOME": cfg.paths.models_dir}
+    if runtime == "docker":
+        launcher_env["PYTHONPATH"] = f"$PYTHONPATH:{tp.maxtext_root}"
+        if mode == "amd":
+            launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
+    extra_warnings = list(cluster.warnings)
+    if runtime == "docker" and mode == "auto":
+        extra_warnings.append(
+            f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
+            "defaults by what the node has (see preflight)"
+        )
     plan = Plan(
         run_id=run_id,
         config_path=str(loaded.path),
@@ -385,6 +412,7 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         runs=runs,
         container_name=container_name,
         container_image=cfg.container.image,
+        container_image_tar=cfg.container.image_tar or None,
         container_runtime=runtime,
         container_lifetime=lifetime,
         container_args=dict(cfg.container.runtime.args),
@@ -398,8 +426,12 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         maxtext_install_cmd=tp.maxtext_install_cmd,
         error_patterns=loaded.error_patterns,
         checkpoint_resume=cr.model_dump(mode="json"),
-        warnings=list(loaded.warnings),
+        warnings=list(loaded.warnings) + extra_warnings,
         preflight_errors=list(loaded.preflight_errors),
+        host_config=host_config,
+        cluster_env=dict(cluster.env_vars),
+        launcher_env=launcher_env,
+        ssh_password=SecretStr(cluster.password) if cluster.password else None,
     )
     # `{run_dir}` (left by the loader) is the run folder, known only now.
     run_dir = str(Path(out_dir).resolve())
@@ -435,6 +467,12 @@ def format_plan(plan: Plan) -> str:
     else:
         w(f"  container   {d['container_name']}  image {d['container_image']}  ({d['container_lifetime']})")
     w(f"  trainer     {d['python']} {' | '.join(d['train_script_paths'])}  (first that exists)")
+    if d["host_config"] is not None:
+        w("  HostConfig  " + json.dumps(d["host_config"], sort_keys=True))
+    for k, v in d["cluster_env"].items():
+        w(f"  node env    {k}={v}  (cluster file env_vars, before every command)")
+    for k, v in d["launcher_env"].items():
+        w(f"  launcher    {k}={v}")
     for line in d["preflight_errors"]:
         w(f"  PREFLIGHT ERROR: {line}")
     for line in d["warnings"]:

@@ -33,6 +33,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sub.add_parser("schema", help="print the JSON Schema of the config format").set_defaults(
         handler=run_schema
     )
+    m = sub.add_parser("migrate", help="convert a pre-2026 config (training{}) to the current layout")
+    m.add_argument("old", metavar="OLD.json", help="the old-layout config")
+    m.add_argument("dest", metavar="DEST", nargs="?", help="new config file (default: OLD_migrated.json)")
+    m.add_argument("--force", action="store_true", help="overwrite existing files")
+    m.set_defaults(handler=run_migrate)
     p.set_defaults(handler=run_list)
 
 
@@ -105,6 +110,14 @@ def run_validate(args: argparse.Namespace) -> int:
         f"OK {loaded.path}: {loaded.mode}, {len(cluster.nodes)} node(s), {len(loaded.runs)} run(s) "
         f"[{', '.join(r.key for r in loaded.runs)}], thresholds {loaded.threshold_path.name}"
     )
+    return 0
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from cvs_tui.core.config.migrate import write_migrated
+
+    for line in write_migrated(Path(args.old), Path(args.dest) if args.dest else None, force=args.force):
+        print(line)
     return 0
 
 

@@ -54,14 +54,18 @@ class Runtime(_Strict):
         default="docker", description="docker, or host (no container: run on the node itself)."
     )
     args: dict[str, Any] = Field(
-        default_factory=dict, description="docker run arguments (network, ipc, ...)."
+        default_factory=dict,
+        description="docker run arguments (network, ipc, devices, ...); checked at load, see host_config.py.",
     )
 
 
 class Container(_Strict):
     lifetime: Literal["per_run", "persistent", "no_launch"] = "per_run"
     name: str = Field(min_length=1, description="Container name prefix (user and run id are appended).")
-    image: str = Field(default="", description="The MaxText/JAX image present on every node.")
+    image: str = Field(default="", description="The MaxText/JAX image; pulled on a node that lacks it.")
+    image_tar: str = Field(
+        default="", description="An image tarball on every node's disk, loaded when the image is missing."
+    )
     runtime: Runtime = Field(default_factory=Runtime)
     env: dict[str, str] = Field(default_factory=dict, description="Static env exported on every node.")
 

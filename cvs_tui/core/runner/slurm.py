@@ -28,7 +28,7 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -479,7 +479,7 @@ class SlurmLauncher:
     alloc: Allocation | None = None
     jobs: list[SlurmJob] = field(default_factory=list)
 
-    async def prepare(self) -> list[str]:
+    async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Allocation (requested or inherited), enough nodes, and the run folder seen by every node."""
         try:
             if self.salloc_args is not None:
