@@ -57,6 +57,7 @@ import statistics
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Literal
 
 from cvs_tui.core.events import StepEvent, StepKind
@@ -168,6 +169,13 @@ def _time(ev: StepEvent, clock: Mapping[int, float] | None) -> float | None:
     return ev.timestamp
 
 
+def _times(steps: Sequence[StepEvent], clock: Mapping[int, float] | None) -> list[float | None]:
+    if clock is None:
+        return [e.timestamp for e in steps]
+    get = clock.get
+    return [get(e.line, e.timestamp) for e in steps]
+
+
 def judged_steps(steps: Sequence[StepEvent], warmup: int = 3) -> list[StepEvent]:
     """Timed train steps after warm-up, first record of each step number, in log order."""
     timed = [
@@ -214,7 +222,7 @@ def find_stalls(
     m, limit = base
     flagged = [i for i, x in enumerate(secs) if x > limit]
     stalls = [Stall(judged[i].step, secs[i], m, judged[i].line) for i in flagged]
-    times = [_time(e, clock) for e in judged]
+    times = _times(judged, clock)
     flagged_set = set(flagged)
     # the last line is written after the loop ends (final checkpoint wait, metric flush): not a step gap
     for i in range(1, len(judged) - 1):
@@ -243,18 +251,26 @@ def _place(
     from LINE_LAG before to one after the stall, when it is at least half the stall, ends where the
     stall ends. Otherwise the running sum of logged seconds, anchored to the step lines' times by the
     median offset over the neighbouring steps that are not stalls (late by the lines' lag)."""
+    if not stalls:
+        return stalls
     timed = [
         e
         for e in steps
         if e.kind is not StepKind.PROFILER and e.seconds is not None and math.isfinite(e.seconds)
     ]
-    index = {(e.line, e.step): k for k, e in enumerate(timed)}
-    cum: list[float] = []
-    total = 0.0
-    for e in timed:
-        total += max(e.seconds or 0.0, 0.0)
-        cum.append(total)
-    times = [_time(e, clock) for e in timed]
+    wanted = {(s.line, s.step) for s in stalls if s.source == "seconds"}
+    index: dict[tuple[int, int], int] = {}
+    for k, e in enumerate(timed):
+        if (e.line, e.step) in wanted:
+            index.setdefault((e.line, e.step), k)  # the first record of a step, as judged
+    cum = list(accumulate(max(e.seconds or 0.0, 0.0) for e in timed))
+    times: dict[int, float | None] = {}  # only the steps around a stall
+
+    def time_at(k: int) -> float | None:
+        if k not in times:
+            times[k] = _time(timed[k], clock)
+        return times[k]
+
     limit = max(STALL_RATIO * median, median + STALL_MIN_EXCESS_S)
     out: list[Stall] = []
     for s in stalls:
@@ -264,7 +280,7 @@ def _place(
             continue
         gap, gap_end = 0.0, None
         for i in range(max(1, k - LINE_LAG), min(len(timed), k + 2)):
-            t0, t1 = times[i - 1], times[i]
+            t0, t1 = time_at(i - 1), time_at(i)
             if t0 is not None and t1 is not None and t1 - t0 > gap:
                 gap, gap_end = t1 - t0, t1
         if gap_end is not None and gap >= 0.5 * s.seconds:
@@ -274,7 +290,7 @@ def _place(
         offsets = [
             t - cum[j]
             for j in range(lo, hi)
-            if (t := times[j]) is not None and (timed[j].seconds or 0.0) <= limit
+            if (t := time_at(j)) is not None and (timed[j].seconds or 0.0) <= limit
         ]
         if not offsets:
             out.append(s)
