@@ -133,6 +133,8 @@ class EvalStartEvent:
 
     step: int
     line: int
+    # seconds since the epoch from the record header when it has a full date, else None
+    timestamp: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,8 @@ class EvalEvent:
     dialect: EvalDialect
     line: int
     perplexity: float | None = None
+    # seconds since the epoch from the record header when it has a full date, else None
+    timestamp: float | None = None
 
 
 class CheckpointAction(StrEnum):
@@ -167,6 +171,8 @@ class CheckpointEvent:
     seconds: float | None = None
     dialect: str | None = None  # "orbax-new", "orbax-old", "maxtext", "standard_logger"
     path: str | None = None
+    # seconds since the epoch from the record header when it has a full date, else None
+    timestamp: float | None = None
 
 
 class Severity(StrEnum):

@@ -394,6 +394,7 @@ def _checkpoint_rule(k: int) -> Callable[[bytes, int], list[LogEvent]]:
 
     def handler(rec: bytes, line: int) -> list[LogEvent]:
         out: list[LogEvent] = []
+        stamp = header_info(rec)[2]
         for m in regex.finditer(rec):
             step = seconds = None
             path: str | None = None
@@ -407,7 +408,11 @@ def _checkpoint_rule(k: int) -> Callable[[bytes, int], list[LogEvent]]:
                     path = _text(g)
             if step is None and path is not None:
                 step = _path_step(path)
-            out.append(CheckpointEvent(action, line, step=step, seconds=seconds, dialect=dialect, path=path))
+            out.append(
+                CheckpointEvent(
+                    action, line, step=step, seconds=seconds, dialect=dialect, path=path, timestamp=stamp
+                )
+            )
         return out
 
     return handler
@@ -471,7 +476,12 @@ def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
         action = CheckpointAction.RESTORE_DONE
     else:
         return []
-    return [CheckpointEvent(action, line, step=step, seconds=secs, dialect="standard_logger", path=path)]
+    stamp = header_info(rec)[2]
+    return [
+        CheckpointEvent(
+            action, line, step=step, seconds=secs, dialect="standard_logger", path=path, timestamp=stamp
+        )
+    ]
 
 
 def tflops(rec: bytes, line: int) -> list[LogEvent]:
@@ -512,8 +522,9 @@ def memory_estimate(rec: bytes, line: int) -> list[LogEvent]:
 
 def evals(rec: bytes, line: int) -> list[LogEvent]:
     out: list[LogEvent] = []
+    stamp = header_info(rec)[2]
     for m in EVAL_START.finditer(rec):
-        out.append(EvalStartEvent(int(m.group(1)), line))
+        out.append(EvalStartEvent(int(m.group(1)), line, timestamp=stamp))
     for regex, dialect in (
         (EVAL_NEW, EvalDialect.CURRENT),
         (EVAL_RUN, EvalDialect.RUNNING),
@@ -521,10 +532,17 @@ def evals(rec: bytes, line: int) -> list[LogEvent]:
     ):
         for m in regex.finditer(rec):
             out.append(
-                EvalEvent(int(m.group(1)), float(m.group(2)), dialect, line, perplexity=_f(m.group(3)))
+                EvalEvent(
+                    int(m.group(1)),
+                    float(m.group(2)),
+                    dialect,
+                    line,
+                    perplexity=_f(m.group(3)),
+                    timestamp=stamp,
+                )
             )
     for m in EVAL_OLD.finditer(rec):
-        out.append(EvalEvent(int(m.group(1)), float(m.group(2)), EvalDialect.OLD, line))
+        out.append(EvalEvent(int(m.group(1)), float(m.group(2)), EvalDialect.OLD, line, timestamp=stamp))
     return out
 
 
