@@ -20,7 +20,7 @@ from typing import Any, cast
 import aiodocker
 import pytest
 from _runner_infra import ENV_FILE, infra, needs_infra, ssh
-from engine_fixtures.helpers import SWEEP, cli, make_setup, remove_scratch_tree
+from suite_fixtures.helpers import SWEEP, cli, make_setup, remove_scratch_tree
 
 from cvs_tui.core.config.host_config import GpuMode
 from cvs_tui.core.runner.containers import ContainerSpec, DockerRuntime, container_name
