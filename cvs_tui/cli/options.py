@@ -16,7 +16,7 @@ from cvs_tui.core.cluster import Cluster, cluster_from_nodes_arg, load_cluster, 
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, new_run_id
-from cvs_tui.core.privacy import PrivacyContext, build_context, context_from_run_folder
+from cvs_tui.core.privacy import PrivacyContext, build_context, context_from_run_folder, read_cluster_hosts
 from cvs_tui.core.run_folder import RunFolder
 
 DEFAULT_RUNS_DIR = Path("runs")
@@ -95,10 +95,8 @@ def context_from_args(args: argparse.Namespace, inputs: list[str] | None = None)
         from cvs_tui.core.config.loader import load_config
 
         loaded = load_config(args.config)
-    if getattr(args, "cluster", None):
-        from cvs_tui.core.cluster import load_cluster
-
-        cluster = load_cluster(args.cluster)
+    if getattr(args, "cluster", None):  # names only: the SSH key file need not exist to scrub
+        cluster = read_cluster_hosts(args.cluster)
     ctx = build_context(
         loaded=loaded,
         cluster=cluster,

@@ -8,9 +8,10 @@ users, home and cluster paths, buckets, tokens, emails, job and pod names) and n
 from __future__ import annotations
 
 import argparse
+import sys
 
 from cvs_tui.cli.options import add_context_options, context_from_args
-from cvs_tui.core.privacy import check_files
+from cvs_tui.core.privacy import HOSTS_NOT_KNOWN, check_files, check_suspects
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,4 +33,8 @@ def run(args: argparse.Namespace) -> int:
     lines = check_files(args.files, ctx, mode="card" if args.card else "log")
     for line in lines:
         print(line)
+    if not ctx.hosts_known:  # say what was not checked, and show what looks like a machine name
+        for line in check_suspects(args.files, ctx):
+            print(line)
+        print(f"note: {HOSTS_NOT_KNOWN}", file=sys.stderr)
     return 1 if lines else 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from cvs_tui.cli.options import add_context_options, context_from_args
-from cvs_tui.core.privacy import scrub_files
+from cvs_tui.core.privacy import HOSTS_NOT_KNOWN, scrub_files
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,5 +46,11 @@ def run(args: argparse.Namespace) -> int:
     if not report.clean:
         print(f"FAIL  {len(report.leftovers)} private value(s) remain; do not publish this output")
         return 1
-    print("clean  the re-check found no private value")
+    if report.hosts_known:
+        print("clean  the re-check found no private value")
+        return 0
+    for line in report.suspects:
+        print(line)
+    more = f"; check the {len(report.suspects)} suspect(s) above" if report.suspects else ""
+    print(f"clean of known patterns; {HOSTS_NOT_KNOWN}{more}")
     return 0

@@ -28,6 +28,7 @@ from cvs_tui.core.privacy.context import (
 )
 from cvs_tui.core.privacy.detectors import Finding, Mode
 from cvs_tui.core.privacy.scrubber import (
+    HOSTS_NOT_KNOWN,
     Scrubber,
     ScrubReport,
     check_files,
@@ -39,6 +40,7 @@ from cvs_tui.core.privacy.scrubber import (
 )
 
 __all__ = [
+    "HOSTS_NOT_KNOWN",
     "SYSTEM_USERS",
     "DenyTerm",
     "Finding",

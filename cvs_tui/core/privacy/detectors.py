@@ -79,7 +79,8 @@ _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # no END line: the lines after BEGIN while they look like key material (JSON/HTML line breaks too)
 _PEM_LINE = re.compile(
-    r"(?:\r?\n|\\r\\n|\\n|<br\s*/?>|&#10;)(?:[A-Za-z0-9+/=]{4,200}|[A-Za-z-]{1,40}: [^\n\\<]{0,200})"
+    r"(?:\r?\n|\\r\\n|\\n|<br\s*/?>|&#10;)"
+    r"(?:[A-Za-z-]{1,40}: [^\n\\<]{0,200}|[A-Za-z0-9+/=]{4,200}(?![^\s\\<&]))"
 )
 _SLURM = re.compile(r"\b(SLURMD?_[A-Z_]{1,40})=([^\s'\",;}\]]+)")
 _JOB_ID = re.compile(
@@ -239,13 +240,15 @@ def _domain_hits(text: str) -> Iterable[Hit]:
         if hosts.host_kind(name, port) != "host":
             continue
         short = name.split(".", 1)[0]
+        js = short.rsplit("-slice-job-", 1)[0] if "-slice-job-" in short else ""
+        # every DNS name of one JobSet pod (`pod.svc`, `pod.svc.default.svc.cluster.local`): one placeholder
+        group = short.lower() if js else name.lower()
         learn: list[tuple[str, str, str]] = []
         if len(short) >= 3 and any(c.isdigit() or c == "-" for c in short):
-            learn.append((short, "host", name.lower()))  # the bare node name gets the FQDN's placeholder
-        js = short.rsplit("-slice-job-", 1)[0] if "-slice-job-" in short else ""
+            learn.append((short, "host", group))  # the bare node name gets the FQDN's placeholder
         if js and any(c.isdigit() or c == "-" for c in js):
             learn.append((js, "job", js))
-        yield Hit(m.start(1), m.end(1), "host", name, group=name.lower(), learn=tuple(learn))
+        yield Hit(m.start(1), m.end(1), "host", name, group=group, learn=tuple(learn))
 
 
 def _nodelist_hits(text: str) -> Iterable[Hit]:

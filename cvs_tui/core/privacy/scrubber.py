@@ -22,6 +22,7 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.privacy.check import Detector, find_private, find_suspects
 from cvs_tui.core.privacy.context import DenyTerm, PrivacyContext, context_from_run_folder
 from cvs_tui.core.privacy.detectors import IPV4_IN_NAME, Finding, Hit, Mode
+from cvs_tui.core.privacy.hosts import FILE_EXTENSIONS
 
 # Placeholder family per category; a family in _SINGLE is one placeholder for every value.
 _FAMILY: dict[str, str] = {
@@ -48,6 +49,8 @@ _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _MARKUP_SUFFIXES = {".html", ".htm", ".xml", ".svg"}
+# What `scrub` and `check-private` say when no cluster file or plan named the nodes (F27)
+HOSTS_NOT_KNOWN = "host and user names that match no pattern are not known without --cluster"
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,12 @@ def decode_bytes(data: bytes) -> Decoded:
             except UnicodeDecodeError:
                 break
     try:
-        return Decoded(data.decode("utf-8"), "utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Decoded(data.decode("latin-1"), None)
+    if text.count("\x00") * 4 > len(text):  # ASCII as UTF-16/32 without a BOM is valid UTF-8 full of NULs
+        return Decoded(text, None)
+    return Decoded(text, "utf-8")
 
 
 def read_text_lossless(path: Path) -> tuple[str, bool]:
@@ -148,7 +154,11 @@ class Scrubber:
         return text
 
     def scrub_name(self, name: str) -> str:
-        """A file or folder name: addresses first (`10.20.30.40.log`), then the text rules."""
+        """A file or folder name: addresses first (`10.20.30.40.log`), then the text rules on the name
+        without its extension (`gpu-a17.dc3.acme.net.log`)."""
+        stem, ext = split_extension(name)
+        if ext:
+            return self.scrub_name(stem) + ext
         parts: list[str] = []
         pos = 0
         for m in IPV4_IN_NAME.finditer(name):
@@ -173,8 +183,19 @@ class Scrubber:
         return find_private(text, self.known_context, mode="log")
 
 
+def split_extension(name: str) -> tuple[str, str]:
+    """(`gpu-a17.dc3.acme.net`, `.log`): the last suffix when it is a known file extension."""
+    stem, dot, ext = name.rpartition(".")
+    if dot and stem and ext.lower() in FILE_EXTENSIONS:
+        return stem, "." + ext
+    return name, ""
+
+
 def check_name(name: str, context: PrivacyContext | None = None) -> list[str]:
     """Categories of the private values in a file or folder name."""
+    stem, ext = split_extension(name)
+    if ext:
+        return sorted(set(check_name(stem, context)) | set(check_name(name.replace(".", " "), context)))
     cats = [f.category for f in find_private(name, context)]
     cats += ["ip" for m in IPV4_IN_NAME.finditer(name) if not m.group(1).startswith(("0.", "127."))]
     return sorted(set(cats))
