@@ -260,3 +260,24 @@ def test_long_hostile_lines_finish(unit: str, hang_guard: None) -> None:
     find_private(line, mode="card")
     Scrubber().scrub_text(line)
     find_suspects(line)
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Audit #18 for scrub/check-private: a pipe, an --out under a file, a cluster file nested too deep."""
+    import os
+
+    f = tmp_path / "a.log"
+    f.write_text("10.1.2.3\n")
+    (tmp_path / "afile").write_text("x")
+    os.mkfifo(tmp_path / "pipe")
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' + "[" * 3000 + "]" * 3000 + "}")
+    cases = [
+        (["scrub", str(f), "--out", str(tmp_path / "afile" / "sub")], "cannot write"),
+        (["check-private", str(tmp_path / "pipe")], "not a regular file or folder"),
+        (["scrub", str(f), "--out", str(tmp_path / "o"), "--cluster", str(deep)], "not valid JSON"),
+    ]
+    for argv, msg in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

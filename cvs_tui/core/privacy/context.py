@@ -305,7 +305,8 @@ def read_cluster_hosts(path: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("node_dict", "head_node_dict"):
         if isinstance(data.get(key), dict):
             entries += list(data[key].items())
-    for item in data.get("nodes") if isinstance(data.get("nodes"), list) else []:
+    nodes = data.get("nodes")
+    for item in nodes if isinstance(nodes, list) else []:
         if isinstance(item, str):
             entries.append((item, {}))
         elif isinstance(item, dict) and isinstance(item.get("host"), str):

@@ -201,11 +201,15 @@ def check_name(name: str, context: PrivacyContext | None = None) -> list[str]:
     return sorted(set(cats))
 
 
-def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[str]:
+def _read(f: Path) -> bytes:
     try:
-        data = f.read_bytes()
+        return f.read_bytes()
     except OSError as exc:
         raise UserError(f"{f}: cannot read ({exc.strerror or exc})") from None
+
+
+def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[str]:
+    data = _read(f)
     dec = decode_bytes(data)
     found = find_private(dec.text, context, mode=mode)
     lines = [f"{f}:{x.line}:{x.col} {x.describe()}" for x in found]
@@ -239,7 +243,7 @@ def check_suspects(
     det = Detector(context or PrivacyContext())
     out: list[str] = []
     for _, f in _expand_roots(paths):
-        dec = decode_bytes(f.read_bytes())
+        dec = decode_bytes(_read(f))
         if dec.encoding is not None:
             out += [f"{f}:{x.line}:{x.col} {x.category}" for x in find_suspects(dec.text, det)]
     return out
@@ -252,6 +256,8 @@ def _expand_roots(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, P
             out += [(p, x) for x in sorted(p.rglob("*")) if x.is_file() and not x.is_symlink()]
         elif p.is_file():
             out.append((p, p))
+        elif p.exists():
+            raise UserError(f"{p}: not a regular file or folder (a pipe or device?); pass files or folders")
         else:
             raise UserError(f"{p}: no such file or folder")
     return out
@@ -299,7 +305,7 @@ def scrub_files(
     sc = scrubber or Scrubber(context)
     roots = _expand_roots(paths)
     for _, f in roots:  # read twice rather than hold every file in memory
-        dec = decode_bytes(f.read_bytes())
+        dec = decode_bytes(_read(f))
         if dec.encoding is not None:
             sc.learn(dec.text)
     jobs: list[tuple[Path, Path]] = []
@@ -323,7 +329,13 @@ def scrub_files(
                 raise UserError(f"--out {out_dir}: would overwrite its input {src}; use --in-place for that")
     report = ScrubReport(hosts_known=sc.context.hosts_known)
     for src, dst in jobs:
-        _scrub_one(sc, src, dst, decode_bytes(src.read_bytes()))
+        try:
+            _scrub_one(sc, src, dst, decode_bytes(_read(src)))
+        except OSError as exc:
+            where = f"--out {out_dir}" if out_dir is not None else "--in-place"
+            raise UserError(
+                f"{where}: cannot write {dst} ({exc.strerror or exc}); pick a writable folder"
+            ) from None
         if in_place and dst != src:
             src.unlink()
             _drop_empty_parents(src.parent, stop=[Path(p) for p in paths])
