@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.privacy import (
     PrivacyContext,
     Scrubber,
@@ -19,7 +20,6 @@ from cvs_tui.core.privacy import (
     find_suspects,
     scrub_files,
 )
-from cvs_tui.cli.main import main
 
 CORPUS = Path(__file__).parent / "fixtures" / "privacy"
 NAMES = ("gke_xpk_pod", "slurm_job", "cvs_cluster")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.privacy import (
     PrivacyContext,
     Scrubber,
@@ -22,7 +23,6 @@ from cvs_tui.core.privacy import (
     read_cluster_hosts,
     scrub_files,
 )
-from cvs_tui.cli.main import main
 
 KEY = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\n"
