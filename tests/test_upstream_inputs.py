@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cvs_tui.tui.cli import main
+from cvs_tui.cli.main import main
 
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.host_config import (
