@@ -20,4 +20,5 @@ fi
 source scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy cvs_tui
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

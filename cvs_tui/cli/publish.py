@@ -12,15 +12,25 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.privacy import build_context, scrub_run_folder
+
+if TYPE_CHECKING:
+    from cvs_tui.core.cluster import Cluster
+    from cvs_tui.core.config.loader import LoadedConfig
+    from cvs_tui.core.results import Results
 
 PUBLIC_DIR = "public"
 
 
 def publish(
-    run_dir: Path, args: argparse.Namespace, *, loaded: Any = None, cluster: Any = None, results: Any = None
+    run_dir: Path,
+    args: argparse.Namespace,
+    *,
+    loaded: LoadedConfig | None = None,
+    cluster: Cluster | None = None,
+    results: Results | None = None,
 ) -> bool:
     """Write ``run_dir/public``; True when it is clean (or --public was not given)."""
     if not getattr(args, "public", False):

@@ -12,19 +12,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
 
-from cvs_tui.core.events import LogLinesEvent, event_to_dict
+from cvs_tui.core.events import LogLinesEvent, RunEvent, event_to_dict
 
 
 class EventBus:
     def __init__(self, events_path: Path | None = None) -> None:
-        self._queues: list[asyncio.Queue[Any]] = []
+        self._queues: list[asyncio.Queue[Any]] = []  # RunEvents, then the _END sentinel
         self._fh: IO[str] | None = None
         if events_path is not None:
             events_path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = events_path.open("a", encoding="utf-8")
         self._closed = False
 
-    def publish(self, ev: Any) -> None:
+    def publish(self, ev: RunEvent) -> None:
         if self._closed:
             return
         for q in self._queues:
@@ -33,13 +33,13 @@ class EventBus:
             self._fh.write(json.dumps(event_to_dict(ev), default=str, allow_nan=True) + "\n")
             self._fh.flush()
 
-    def subscribe(self) -> AsyncIterator[Any]:
+    def subscribe(self) -> AsyncIterator[RunEvent]:
         """Every event published from now on, until :meth:`close`."""
         q: asyncio.Queue[Any] = asyncio.Queue()
         self._queues.append(q)
         return self._drain(q)
 
-    async def _drain(self, q: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    async def _drain(self, q: asyncio.Queue[Any]) -> AsyncIterator[RunEvent]:
         while True:
             ev = await q.get()
             if ev is _END:

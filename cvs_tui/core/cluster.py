@@ -99,8 +99,8 @@ def local_cluster(n: int = 1) -> Cluster:
 
 def _parse_target(text: str) -> tuple[str | None, str, int | None]:
     """`[user@]host[:port]` -> (user, host, port); raises ValueError."""
-    user, at, rest = text.strip().rpartition("@")
-    user = user if at else None
+    login, at, rest = text.strip().rpartition("@")
+    user = login if at else None
     host, port = rest, None
     if rest.count(":") == 1:  # one colon: host:port (IPv6 literals have several and take no port here)
         host, _, p = rest.partition(":")

@@ -39,6 +39,7 @@ from cvs_tui.core.card.schema import (
     ScalingLeaf,
     ScalingPoint,
     StandardMetrics,
+    Status,
     VerificationEnvironment,
     Workload,
     load_card_yaml,
@@ -122,7 +123,9 @@ def _perf_items(sweeps: list[_Sweep]) -> dict[str, PerfLeaf]:
             dates[key] = s.date
         if not variants:
             continue
-        status = "verified" if all(v.status == "verified" for v in variants.values()) else "unverified"
+        status: Status = (
+            "verified" if all(v.status == "verified" for v in variants.values()) else "unverified"
+        )
         out[hw] = PerfLeaf(status=status, variants=dict(sorted(variants.items())))
     return out
 

@@ -256,10 +256,10 @@ def card_rules(card: Card) -> list[str]:
             out += _hw_problems(f"items.{name}.{hw}", hw)
     for hw, leaf in (items.pretrain_performance or {}).items():
         out += _perf_rules(hw, leaf)
-    for hw, leaf in (items.checkpoint_resume or {}).items():
-        out += _resume_rules(hw, leaf)
-    for hw, leaf in (items.pretrain_weak_scaling or {}).items():
-        out += _scaling_rules(hw, leaf)
+    for hw, resume in (items.checkpoint_resume or {}).items():
+        out += _resume_rules(hw, resume)
+    for hw, scaling in (items.pretrain_weak_scaling or {}).items():
+        out += _scaling_rules(hw, scaling)
     idx = card.verification_index
     for section in ("training", "performance", "weak_scaling"):
         for hw in getattr(idx, section) or {}:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-CARD_FORMAT = "cvs-tui-card/1"
+CARD_FORMAT: Final = "cvs-tui-card/1"
 # Public accelerator names a card may use as hardware keys; extend here when a new target appears.
 HARDWARE_ALLOWLIST: tuple[str, ...] = (
     "MI250X",
@@ -287,7 +287,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _UniqueKeyLoader.construct_mapping,  # type: ignore[arg-type]
+    _UniqueKeyLoader.construct_mapping,
 )
 
 
@@ -296,15 +296,16 @@ def load_card_yaml(text: str) -> Any:
     problems: list[str] = []
     try:
         for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            assert ev.start_mark is not None  # the parser marks every event
             line = ev.start_mark.line + 1
             if isinstance(ev, yaml.AliasEvent):
                 problems.append(
                     f"line {line}: alias *{ev.anchor} (aliases are not allowed; write the value out)"
                 )
-            elif getattr(ev, "anchor", None):
-                problems.append(f"line {line}: anchor &{ev.anchor} (anchors are not allowed)")
-            if getattr(ev, "tag", None) is not None:
-                problems.append(f"line {line}: tag {ev.tag} (tags are not allowed)")
+            elif anchor := getattr(ev, "anchor", None):
+                problems.append(f"line {line}: anchor &{anchor} (anchors are not allowed)")
+            if (tag := getattr(ev, "tag", None)) is not None:
+                problems.append(f"line {line}: tag {tag} (tags are not allowed)")
     except yaml.YAMLError as exc:
         raise CardYamlError([f"not valid YAML: {' '.join(str(exc).split())}"]) from None
     if problems:

@@ -145,7 +145,7 @@ def write_migrated(old_path: Path, dest: Path | None, *, force: bool = False) ->
     dest = dest or old_path.with_name(f"{old_path.stem}_migrated.json")
     if dest.is_dir():
         dest = dest / old_path.name
-    given = old.get("threshold_json") if isinstance(old.get("threshold_json"), str) else ""
+    given = g if isinstance(g := old.get("threshold_json"), str) else ""
     old_thr_path = old_path.parent / (given.strip() or f"{old_path.stem}_threshold.json")
     old_thr = read_json_object(old_thr_path, "threshold file", Problems()) if old_thr_path.is_file() else None
     result = migrate_config(old, old_thr)

@@ -28,7 +28,7 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("h200", "fp8"): 1979.0,
 }
 
-Absence = Absence = Literal["feature_off", "inconclusive", "not_produced", "non_finite"]
+Absence = Literal["feature_off", "inconclusive", "not_produced", "non_finite"]
 
 
 @dataclass(frozen=True, slots=True)

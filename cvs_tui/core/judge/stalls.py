@@ -260,9 +260,9 @@ def _place(
     ]
     wanted = {(s.line, s.step) for s in stalls if s.source == "seconds"}
     index: dict[tuple[int, int], int] = {}
-    for k, e in enumerate(timed):
+    for n, e in enumerate(timed):
         if (e.line, e.step) in wanted:
-            index.setdefault((e.line, e.step), k)  # the first record of a step, as judged
+            index.setdefault((e.line, e.step), n)  # the first record of a step, as judged
     cum = list(accumulate(max(e.seconds or 0.0, 0.0) for e in timed))
     times: dict[int, float | None] = {}  # only the steps around a stall
 

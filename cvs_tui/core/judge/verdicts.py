@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
 from cvs_tui.core.judge.definitions import MetricValue
 from cvs_tui.core.judge.format import format_number
 
-PASS = "PASS"
-FAIL = "FAIL"
+PASS: Final = "PASS"
+FAIL: Final = "FAIL"
 RECORD = "RECORD"
 NA = "N/A"
 STATUSES = (PASS, FAIL, RECORD, NA)

@@ -459,8 +459,8 @@ def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
     if not isinstance(d, dict):
         return []
     kind = d.get("event_type")
-    step = d.get("step") if isinstance(d.get("step"), int) else None
-    path = d.get("directory") if isinstance(d.get("directory"), str) else None
+    step = s if isinstance(s := d.get("step"), int) else None
+    path = p if isinstance(p := d.get("directory"), str) else None
 
     def num(key: str) -> float | None:
         v = d.get(key)
@@ -517,7 +517,8 @@ def memory_estimate(rec: bytes, line: int) -> list[LogEvent]:
     m = MEMEST.search(rec)
     if m is None:
         return []
-    return [MemoryEstimateEvent(float(m.group(1)), *(_f(m.group(i)) for i in range(2, 6)), line=line)]
+    g = m.group
+    return [MemoryEstimateEvent(float(g(1)), _f(g(2)), _f(g(3)), _f(g(4)), _f(g(5)), line=line)]
 
 
 def evals(rec: bytes, line: int) -> list[LogEvent]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING, Any
 
 from matplotlib import rc_context
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -12,9 +13,12 @@ from matplotlib.figure import Figure
 
 from cvs_tui.core.results import RunRecord
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 # colour-blind-safe palette (Okabe-Ito), node 0 first
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "font.family": "sans-serif",
     "font.sans-serif": ["Inter", "Segoe UI", "Helvetica Neue", "Arial", "DejaVu Sans"],

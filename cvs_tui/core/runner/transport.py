@@ -360,7 +360,11 @@ def _read_local(path: str, offset: int, length: int | None) -> bytes:
 # ---------------------------------------------------------------------------------------------------------
 class _SSHProcess:
     def __init__(
-        self, transport: SSHTransport, proc: asyncssh.SSHClientProcess, cmd: str, release: Callable[[], None]
+        self,
+        transport: SSHTransport,
+        proc: asyncssh.SSHClientProcess[bytes],
+        cmd: str,
+        release: Callable[[], None],
     ):
         self._t = transport
         self._proc = proc
@@ -377,11 +381,11 @@ class _SSHProcess:
         if not data and self._t._lost():
             # EOF because the connection dropped, not because the command ended
             raise ConnectionLostError(f"{self._t.name}: connection lost while reading `{self._cmd}`")
-        return data  # type: ignore[return-value]
+        return data
 
     async def read_stderr(self) -> bytes:
         with contextlib.suppress(asyncssh.Error, OSError):
-            return await self._proc.stderr.read()  # type: ignore[return-value]
+            return await self._proc.stderr.read()
         return b""
 
     async def wait(self, timeout: float | None = None) -> int:
@@ -618,7 +622,7 @@ class SSHTransport:
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
             self._mark_lost()
             raise ConnectionLostError(f"{self.name}: connection lost: {exc}") from exc
-        return out, err  # type: ignore[return-value]
+        return out, err
 
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else data
