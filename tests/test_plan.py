@@ -238,7 +238,9 @@ def test_checkpoint_resume_without_the_reference_run(tmp_path: Path) -> None:
 
 def test_checkpoint_resume_reference_run_must_be_a_bool(tmp_path: Path) -> None:
     with pytest.raises(UserError) as exc:
-        plan_for(tmp_path, lambda c: c.update(checkpoint_resume={"enabled": True, "reference_run": "sometimes"}))
+        plan_for(
+            tmp_path, lambda c: c.update(checkpoint_resume={"enabled": True, "reference_run": "sometimes"})
+        )
     assert "reference_run" in str(exc.value)
 
 

@@ -17,6 +17,7 @@ import shlex
 
 from cvs_tui.core.events import RunOutcome, StageState
 from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
+from cvs_tui.core.runner.launch import Launcher
 from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
 
 _PHASES = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
@@ -67,7 +68,9 @@ class CheckpointResume(Stage):
         p2 = ctx.records.get(runs["ckpt_phase2"][0].key) if runs["ckpt_phase2"] else None
         problems: list[str] = []
         if ctx.plan.checkpoint_resume.get("delete_ckpt_dir", True):
-            problems = await delete_checkpoints(ctx, first)
+            problems = await delete_checkpoints(
+                ctx.launcher, len(ctx.plan.nodes), first, ctx.opt.command_timeout_s
+            )
         ok = p2 is not None and p2.status == "PASS" and not problems
         msgs = [v.message for v in (p2.verdicts if p2 else []) if v.metric.startswith("checkpoint.")]
         ctx.stage(self.name, StageState.PASSED if ok else StageState.FAILED, "; ".join(msgs + problems))
@@ -78,7 +81,7 @@ def _checkpoints_dir(run: PlannedRun) -> str:
     return posixpath.join(run.base_output_directory, run.run_name, "checkpoints")
 
 
-async def delete_checkpoints(ctx: StageContext, run: PlannedRun) -> list[str]:
+async def delete_checkpoints(launcher: Launcher, nodes: int, run: PlannedRun, timeout: float) -> list[str]:
     """Delete the run's checkpoint folder where the trainer runs, on every node in rank order (on a
     shared filesystem rank 0 deletes it and the others find nothing). A problem line per node whose
     folder is still there: the node, the path, the size left and why."""
@@ -87,9 +90,9 @@ async def delete_checkpoints(ctx: StageContext, run: PlannedRun) -> list[str]:
     # rm's own message goes to stderr; what is left is measured after it, so a partial delete says so
     cmd = f"rm -rf -- {q}; if [ -e {q} ]; then du -sh -- {q} 2>/dev/null | cut -f1; exit 3; fi"
     problems: list[str] = []
-    for rank in range(len(ctx.plan.nodes)):
+    for rank in range(nodes):
         try:
-            r = await ctx.launcher.run_on_node(rank, cmd, ctx.opt.command_timeout_s, where="trainer")
+            r = await launcher.run_on_node(rank, cmd, timeout, where="trainer")
         except Exception as exc:  # the node or its container is gone: say so, never drop it
             problems.append(f"node {rank}: could not delete checkpoints {path}: {exc}")
             continue
