@@ -117,3 +117,19 @@ def test_async_checkpoint_stalls_are_attributed_to_their_saves(tmp_path: Path, c
     assert {"training.stall_count", "training.goodput_pct"} <= names
     summary = (out / "summary.md").read_text()
     assert "during the async save of step 20" in summary
+
+
+def test_stall_metrics_are_gated_from_the_threshold_file(tmp_path: Path) -> None:
+    thr = {
+        KEY: {
+            "training.goodput_pct": {"kind": "min", "value": 99.0},
+            "training.stall_count": {"kind": "max", "value": 0},
+            "training.longest_stall_seconds": {"kind": "max", "value": 10.0},
+        }
+    }
+    loaded = load_local(tmp_path, steps=200, runs=[KEY], thresholds=thr)
+    run = analyze_paths(loaded, [FIXTURES / "stall_sigstop.log"], KEY).runs[0]
+    status = {v.metric: v.status for v in run.verdicts}
+    assert status["training.goodput_pct"] == "FAIL" and status["training.stall_count"] == "FAIL"
+    assert status["training.longest_stall_seconds"] == "PASS"
+    assert run.status == "FAIL"
