@@ -342,13 +342,18 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         p1["checkpoint_period"] = cr.checkpoint_period
         # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
         # its logs still go to their own folder (CKPT_2).
-        p2 = p1 | {"steps": total}
-        ref = base | {"steps": total, "enable_checkpointing": False}
+        # Its checkpoint_period is past its last step (as upstream), so it writes no full checkpoint of its
+        # own: only the restore is tested, and the folder holds phase 1's checkpoints alone.
+        p2 = p1 | {"steps": total, "checkpoint_period": total + 1}
         runs.append(planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"))
         runs.append(planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"))
-        runs.append(
-            planned(CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF")
-        )
+        if cr.reference_run:
+            ref = base | {"steps": total, "enable_checkpointing": False}
+            runs.append(
+                planned(
+                    CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF"
+                )
+            )
 
     lifetime = cfg.container.lifetime
     runtime = cfg.container.runtime.name

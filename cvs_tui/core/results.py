@@ -83,6 +83,17 @@ class WindowRecord(_Model):
     warmup_steps: int
 
 
+class StallRecord(_Model):
+    """A stall of one node (docs/metrics.md, "Stalls and goodput")."""
+
+    step: int
+    seconds: float  # the logged interval (a log gap: the gap between the step lines)
+    lost_seconds: float  # seconds - the node's median step seconds
+    source: str  # "seconds" | "log gap"
+    cause: str  # "during the async save of step 20 (...)" | "unexplained"
+    line: int
+
+
 class NodeRecord(_Model):
     rank: int
     host: str = ""
@@ -104,6 +115,7 @@ class NodeRecord(_Model):
     evals: list[EvalPoint] = Field(default_factory=list)
     checkpoints: list[CheckpointRecord] = Field(default_factory=list)
     window: WindowRecord | None = None
+    stalls: list[StallRecord] = Field(default_factory=list)
 
 
 class MetricRecord(_Model):

@@ -271,6 +271,54 @@ def loss_check(
     return check, row
 
 
+# Stall time that differs by less than this is the same (the stall rule's own floor: a second lost).
+STALL_SECONDS_SAME = 1.0
+
+
+def _stall_seconds(run: RunRecord) -> float | None:
+    m = next((m for m in run.metrics if m.name == "training.stall_seconds"), None)
+    return m.value if m is not None else None
+
+
+def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparable: bool) -> MetricDelta:
+    """Time lost to stalls (training.stall_seconds, mean over a side's runs), compared on its own: the
+    steady rates above are free of stalls, so a stall shows here and nowhere else. It does not decide the
+    run's verdict (a stall is an event, not the machine's speed); it differs when the sides are more than
+    STALL_SECONDS_SAME apart."""
+    vb = [v for r in base if (v := _stall_seconds(r)) is not None]
+    vc = [v for r in cand if (v := _stall_seconds(r)) is not None]
+    row = MetricDelta(
+        "stall_seconds",
+        "time lost to stalls",
+        "s",
+        "lower",
+        statistics.fmean(vb) if vb else None,
+        statistics.fmean(vc) if vc else None,
+        None,
+        None,
+        None,
+        None,
+        f"mean of training.stall_seconds per side; the same within {STALL_SECONDS_SAME:g} s",
+        NO_CHANGE,
+        base_runs=vb,
+        candidate_runs=vc,
+    )
+    if not comparable:
+        row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
+        return row
+    if row.base is None or row.candidate is None:
+        row.verdict, row.reason = INCONCLUSIVE, "stall time not recorded on both sides (older results?)"
+        return row
+    row.delta = row.candidate - row.base
+    row.delta_pct = _pct(row.delta, row.base) if row.base > 0 else None
+    if abs(row.delta) <= STALL_SECONDS_SAME:
+        row.reason = "within a second"
+    else:
+        row.verdict = REGRESSED if row.delta > 0 else IMPROVED
+        row.reason = f"{abs(row.delta):.3g} s {'more' if row.delta > 0 else 'less'} lost to stalls"
+    return row
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the comparison
 # ---------------------------------------------------------------------------------------------------------
@@ -316,6 +364,7 @@ def compare_run(
         sb, sc, comparable=comparable, reason="; ".join(schedule) if schedule and comparable else ""
     )
     metrics.append(final)
+    stalls = stall_row([r for _, r in base], [r for _, r in cand], comparable=comparable)
     notes = [n for r in (*sb, *sc) for n in r.notes]
     unknown = [r.field for r in rows if r.unknown and r.category in (*BLOCKING, "schedule")]
     if unknown:
@@ -335,6 +384,7 @@ def compare_run(
         verdict: Verdict = NOT_COMPARABLE
     else:
         verdict = worst([m.verdict for m in metrics if m.verdict != NOT_COMPARABLE] or [NOT_COMPARABLE])
+    metrics.append(stalls)  # shown beside the rates, not part of the verdict (see stall_row)
     return RunComparison(
         key=key,
         verdict=verdict,

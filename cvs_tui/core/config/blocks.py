@@ -51,6 +51,8 @@ class CheckpointResume(_Strict):
     max_save_seconds: float = 0.0
     max_load_seconds: float = 0.0
     delete_ckpt_dir: bool = True
+    # false: no uninterrupted CKPT-REF run (big models); phase 2 is then compared with phase 1 only
+    reference_run: bool = True
     smoke_model_overrides: dict[str, object] = Field(default_factory=dict)
 
 

@@ -76,6 +76,27 @@ METRIC_DEFINITIONS: dict[str, MetricDef] = {
     "training.step_time_p95_ms": MetricDef(
         "ms/step", "95th percentile step time over the steady-state window (linear interpolation), in ms."
     ),
+    "training.stall_count": MetricDef(
+        "stalls",
+        "Steps judged stalls on any node (one count per step number; synchronous training stalls every "
+        "node at the same step).",
+    ),
+    "training.stall_seconds": MetricDef(
+        "s",
+        "Time lost to stalls: the sum over stalled steps of (seconds - the node's median step seconds), "
+        "the slowest node's excess for each step.",
+    ),
+    "training.longest_stall_seconds": MetricDef(
+        "s", "The largest single stall's lost time (seconds - median)."
+    ),
+    "training.goodput_pct": MetricDef(
+        "%",
+        "100 x judged steps x the steady-state step time (`training.step_time_seconds`) / wall time, "
+        "where wall time is the sum of the judged steps' seconds plus any log-gap stalls: the time from "
+        "the end of the last warm-up step to the end of the last step (MaxText's host intervals tile "
+        "the wall clock). Checkpoint saves, evals and stalls all lower it; warm-up and rampup count "
+        "neither way. The slowest node's figure is the run's.",
+    ),
     "training.final_loss": MetricDef(
         "loss",
         "Training loss of the last logged step. NaN or Inf there is a failure, never replaced by the last "

@@ -14,6 +14,7 @@ from typing import Literal
 
 from cvs_tui import __version__
 from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.judge.clock import line_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext, compute_metrics
@@ -48,6 +49,17 @@ def run_context(spec: JudgeSpec, num_nodes: int) -> RunContext:
         convergence=spec.convergence,
         loss_curve=spec.loss_curve,
     )
+
+
+def _clock(path: Path | None) -> dict[int, float] | None:
+    """The line clock of a node's log (the local copy, for a live run), or None when it cannot be read:
+    stalls are then placed by the events' own timestamps, or by step number."""
+    if path is None:
+        return None
+    try:
+        return line_clock(path.read_bytes())
+    except OSError:
+        return None
 
 
 def _loss_curve_verdict(metric: MetricValue, spec: JudgeSpec, points: list[tuple[int, float]]) -> Verdict:
@@ -141,7 +153,10 @@ def finalize_run(
     ended_at: float | None = None,
 ) -> RunRecord:
     """Judge one planned run from each node's events (index = rank)."""
-    result = compute_metrics(node_events, run_context(run.judge, len(node_events)))
+    clocks = [
+        _clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
+    ]
+    result = compute_metrics(node_events, run_context(run.judge, len(node_events)), clocks)
     out, why, root = decide_outcome(
         node_events,
         run.steps,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ from cvs_tui.core.judge.definitions import (
     MetricValue,
     peak_tflops,
 )
+from cvs_tui.core.judge.goodput import stall_section
 from cvs_tui.core.judge.loss import (
     convergence_section,
     eval_section,
@@ -40,6 +41,7 @@ from cvs_tui.core.judge.loss import (
     ols_slope,
     sample_loss_curve,
 )
+from cvs_tui.core.judge.stalls import RunStalls
 from cvs_tui.core.judge.window import (
     MIN_CLEAN_STEPS,
     WARMUP_STEPS,
@@ -92,6 +94,7 @@ class MetricsOutcome:
     loss_curve_points: list[tuple[int, float]]
     devices_per_node: int
     notes: list[str]
+    stalls: RunStalls | None = None  # None: no node had a baseline to find stalls against
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -169,7 +172,12 @@ class RunInputs:
         return self.with_steps[0] if self.with_steps else None
 
 
-def _run_inputs(node_events: Sequence[Sequence[LogEvent]], ctx: RunContext, sheet: Sheet) -> RunInputs:
+def _run_inputs(
+    node_events: Sequence[Sequence[LogEvent]],
+    ctx: RunContext,
+    sheet: Sheet,
+    clocks: Sequence[Mapping[int, float] | None],
+) -> RunInputs:
     per_step = [_per_step(evs) for evs in node_events]
     devices_ev: DevicesEvent | None = next(
         (d for evs in node_events if (d := _first(evs, DevicesEvent)) is not None), None
@@ -191,7 +199,9 @@ def _run_inputs(node_events: Sequence[Sequence[LogEvent]], ctx: RunContext, shee
     return RunInputs(
         node_events=node_events,
         ctx=ctx,
-        windows=[node_window(evs) for evs in node_events],
+        windows=[
+            node_window(evs, clocks[i] if i < len(clocks) else None) for i, evs in enumerate(node_events)
+        ],
         per_step=per_step,
         with_steps=[i for i, ps in enumerate(per_step) if ps],
         num_nodes=num_nodes,
@@ -225,8 +235,8 @@ def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok
             window,
             "inconclusive",
             f"only {len(window)} clean step(s) in the steady-state window, fewer than the minimum "
-            f"{MIN_CLEAN_STEPS} ({excluded_n} step(s) excluded as warm-up, checkpoint, eval, profiler "
-            "or rampup)",
+            f"{MIN_CLEAN_STEPS} ({excluded_n} step(s) excluded as warm-up, checkpoint, eval, profiler, "
+            "rampup or stall)",
         )
     return window, "ok", ""
 
@@ -401,12 +411,19 @@ def _node_stats(run: RunInputs) -> list[NodeStats]:
     return stats
 
 
-def compute_metrics(node_events: Sequence[Sequence[LogEvent]], ctx: RunContext) -> MetricsOutcome:
-    """Every metric of one run from each node's events (index = rank)."""
+def compute_metrics(
+    node_events: Sequence[Sequence[LogEvent]],
+    ctx: RunContext,
+    clocks: Sequence[Mapping[int, float] | None] = (),
+) -> MetricsOutcome:
+    """Every metric of one run from each node's events (index = rank). ``clocks``: each node log's line
+    clock (``judge.clock.line_clock``), for placing stalls in time; a node without one uses its events'
+    timestamps."""
     sheet = Sheet()
-    run = _run_inputs(node_events, ctx, sheet)
+    run = _run_inputs(node_events, ctx, sheet, clocks)
     window, wstatus, wreason = _common_window(run, sheet)
     tok_total, tflops_gpu = _perf(run, window, wstatus, wreason, sheet)
+    stalls = stall_section(run, sheet)
     _scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
     losses = loss_section(run, sheet)
     final_evals = eval_section(run, sheet)
@@ -423,6 +440,7 @@ def compute_metrics(node_events: Sequence[Sequence[LogEvent]], ctx: RunContext) 
         loss_curve_points=[(s, v) for s, v in curve_pts if math.isfinite(v)],
         devices_per_node=run.devices_per_node,
         notes=sheet.notes,
+        stalls=stalls,
     )
 
 

@@ -33,6 +33,7 @@ from cvs_tui.core.results import (
     EvalPoint,
     ExcludedStep,
     NodeRecord,
+    StallRecord,
     StepPoint,
     WindowRecord,
 )
@@ -199,6 +200,17 @@ def node_record(
             window.steps,
             window.excluded,
         ),
+        stalls=[
+            StallRecord(
+                step=st.step,
+                seconds=st.seconds,
+                lost_seconds=st.excess,
+                source=st.source,
+                cause=st.attribution,
+                line=st.line,
+            )
+            for st in (window.stalls.stalls if window.stalls is not None else ())
+        ],
     )
     return rec, errors
 

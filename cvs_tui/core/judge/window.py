@@ -4,7 +4,7 @@ others are left out (see ``WINDOW_DEFINITION``, shown verbatim in report.html an
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cvs_tui.core.events import (
@@ -17,6 +17,8 @@ from cvs_tui.core.events import (
     StepEvent,
     StepKind,
 )
+from cvs_tui.core.judge.background import background_intervals
+from cvs_tui.core.judge.stalls import StallReport, find_stalls
 
 # MaxText's first step timings include compilation and tracing; drop steps numbered below this and the
 # first this-many logged steps (a resumed run starts at its checkpoint step and warms up again).
@@ -32,7 +34,9 @@ WINDOW_DEFINITION = (
     "eval steps) drops S, S+1 (the work runs after S's dispatch, inside S+1's interval) and S+2 (pipelining "
     "hands it a catch-up interval that is too short); an event naming no step drops the three steps after "
     "the "
-    "last step line written before it (MaxText writes step lines at least one step late). The perf "
+    "last step line written before it (MaxText writes step lines at least one step late). A stall is "
+    "dropped too: a step whose seconds exceed max(median + 6 x 1.4826 x MAD, 3 x median, median + 1 s) of "
+    "the node's own post-warm-up steps (see 'Stalls and goodput'). The perf "
     f"metrics use the steps clean on every node; fewer than {MIN_CLEAN_STEPS} of them makes every perf "
     "metric inconclusive (this minimum suits CPU-size and smoke runs; production runs keep hundreds)."
 )
@@ -44,6 +48,7 @@ class NodeWindow:
 
     steps: list[int] = field(default_factory=list)
     excluded: dict[int, str] = field(default_factory=dict)
+    stalls: StallReport | None = None  # None: the node logged no timed train step
 
 
 def _is_save(ev: CheckpointEvent) -> bool:
@@ -56,8 +61,9 @@ def _is_save(ev: CheckpointEvent) -> bool:
     )
 
 
-def node_window(events: Sequence[LogEvent]) -> NodeWindow:
-    """Clean steps of one node's log: see WINDOW_DEFINITION."""
+def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = None) -> NodeWindow:
+    """Clean steps of one node's log: see WINDOW_DEFINITION. ``clock`` is the log's line clock
+    (``judge.clock.line_clock``), which places stalls in time for their attribution."""
     win = NodeWindow()
     excluded = win.excluded
 
@@ -108,6 +114,11 @@ def node_window(events: Sequence[LogEvent]) -> NodeWindow:
     for i, ev in enumerate(timed):
         if ev.step < WARMUP_STEPS or i < WARMUP_STEPS:
             excluded[ev.step] = "warm-up (compilation and first steps)"
+    if timed:
+        steps = [e for e in events if isinstance(e, StepEvent)]
+        win.stalls = find_stalls(steps, background_intervals(events, clock), clock=clock, warmup=WARMUP_STEPS)
+        for step, reason in win.stalls.exclusions().items():
+            excluded.setdefault(step, reason)
     seen: set[int] = set()
     for ev in timed:
         if ev.step in excluded or ev.step in seen:
