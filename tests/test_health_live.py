@@ -143,7 +143,8 @@ def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
             tag, written, rec = asyncio.run(_run_and_inject(suite, before_first_step=False))
         lat = _latency(rec, tag, written)
         print(
-            f"\nhealth detection latency: kernel write -> node FAILED {lat['to_node_failed_s'] * 1000:.0f} ms, "
+            "\nhealth detection latency: kernel write -> node FAILED "
+            f"{lat['to_node_failed_s'] * 1000:.0f} ms, "
             f"-> run FAILED (RunEndEvent) {lat['to_run_end_s'] * 1000:.0f} ms"
         )
         assert lat["to_node_failed_s"] < 1.5
@@ -179,7 +180,7 @@ def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
 @needs_kmsg_writer
 @infra_only
 def test_finding_before_the_first_step_fails_the_run(tmp_path: Path) -> None:
-    s = health_setup(tmp_path, access="sudo", env={"CVS_STANDIN_START_SLEEP": "30"})
+    s = health_setup(tmp_path, access="sudo", env={"CVS_STANDIN_START_SLEEP": "20"})
     try:
         with sudo_kmsg_rule(infra().user):
             suite = make_suite(s, fast_options(fail_grace_s=0.5))

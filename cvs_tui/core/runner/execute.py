@@ -127,6 +127,8 @@ class RunExecution:
                 run=pr.key, total_steps=pr.steps, nodes=tuple(n.host for n in self.plan.nodes), at=started
             )
         )
+        # the run's window opens now: a kernel line while the ranks start belongs to it (before step 1)
+        self._current = (pr.key, started, ranks, {r.watch.rank: [] for r in ranks})
         try:
             self.job = await self.launcher.start(pr)
         except LaunchFailed as exc:
@@ -141,7 +143,6 @@ class RunExecution:
             await self.stop_active()
             return self._finalize(pr, ranks, Verdict(RunOutcome.FAILED, reason, first, started), started)
         self.active = [r.watch.rank for r in ranks]  # teardown stops them, even if this is interrupted
-        self._current = (pr.key, started, ranks, {r.watch.rank: [] for r in ranks})
         for r in ranks:
             self._node_status(pr.key, r.watch.rank, NodeState.STARTING)
         try:
@@ -317,6 +318,12 @@ class RunExecution:
             ended_at=self.clock(),
             health=self._health_metrics(pr.key),
         )
+        root = verdict.root
+        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
+            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
+            # codes), so the watchdog's root cause and reason stand
+            rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
+            rec.reason, rec.root_cause_node = verdict.reason, root
         for verdict_ev in judging.run_verdict_events(rec):
             self.emit(verdict_ev)
         self.emit(
