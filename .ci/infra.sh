@@ -47,6 +47,9 @@ install_packages() {
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   command -v ss >/dev/null || missing+=(iproute2)
   command -v docker-registry >/dev/null || missing+=(docker-registry)
+  # sudo: the node-health tests let the node user read /dev/kmsg with `sudo -n` (they add and remove
+  # their own sudoers rule, tests/_health_kmsg.py)
+  command -v sudo >/dev/null || missing+=(sudo)
   [ ${#missing[@]} -eq 0 ] && return 0
   # Without policy-rc.d, installing docker.io would start a default dockerd that rewrites iptables.
   [ -e /usr/sbin/policy-rc.d ] || {

@@ -15,7 +15,15 @@ from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, format_plan, xla_flags_value
 
-STAGE_ORDER_HEAD = ["preflight", "launch_container", "rdma", "tokenizer", "maxtext_setup", "smoke"]
+STAGE_ORDER_HEAD = [
+    "preflight",
+    "node_health",
+    "launch_container",
+    "rdma",
+    "tokenizer",
+    "maxtext_setup",
+    "smoke",
+]
 
 
 def plan_for(tmp_path: Path, mutate: Any = None, nodes: str = "h1,h2", **kw: Any) -> Plan:
@@ -38,6 +46,7 @@ def test_stage_order_and_reasons(tmp_path: Path) -> None:
     enabled = {s.name: s.enabled for s in plan.stages}
     assert enabled == {
         "preflight": True,
+        "node_health": True,
         "launch_container": True,
         "rdma": True,
         "tokenizer": False,

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cvs_tui.cli.main import main
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.host_config import (
     effective_host_config,

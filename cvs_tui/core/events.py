@@ -336,18 +336,6 @@ class SuiteEndEvent:
     at: float = 0.0
 
 
-RunEvent = (
-    StageEvent
-    | NodeStatusEvent
-    | NodeLogEvent
-    | LogLinesEvent
-    | RunStartEvent
-    | RunEndEvent
-    | VerdictEvent
-    | SuiteEndEvent
-)
-
-
 def event_to_dict(ev: Any) -> dict[str, Any]:
     """Plain-JSON form of any event (enums as their values), tagged with its type name."""
     from dataclasses import asdict
@@ -424,6 +412,21 @@ class GpuTelemetryEvent:
 
 HealthEvent = HealthFindingEvent | NodeHealthEvent | GpuTelemetryEvent
 
+# Everything the suite publishes (the bus, events.jsonl, the state reducer); node health included.
+RunEvent = (
+    StageEvent
+    | NodeStatusEvent
+    | NodeLogEvent
+    | LogLinesEvent
+    | RunStartEvent
+    | RunEndEvent
+    | VerdictEvent
+    | SuiteEndEvent
+    | HealthFindingEvent
+    | NodeHealthEvent
+    | GpuTelemetryEvent
+)
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Decoding: the inverse of event_to_dict (events.jsonl read back by `cvs-tui attach`)
@@ -465,6 +468,8 @@ def _convert(value: Any, hint: Any) -> Any:
         return float(value)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint(value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return _build(hint, value)  # GpuSample inside GpuTelemetryEvent
     return value
 
 

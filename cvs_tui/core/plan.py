@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.blocks import (
+    DEFAULT_TELEMETRY_S,
     Convergence,
     LossCurve,
     ScalingBaseline,
@@ -136,6 +137,10 @@ class Plan(_Frozen):
     cluster_env: dict[str, str] = {}  # the cluster file's env_vars: before every command, in the launcher
     launcher_env: dict[str, str] = {}  # HF_HOME, PYTHONPATH, LD_LIBRARY_PATH ($NAME expands)
     ssh_password: SecretStr | None = None
+    # Node health (config `health`): how the kernel log is read, and the telemetry interval (None: off,
+    # always for hardware: cpu).
+    health_kernel_log: Literal["plain", "sudo", "off"] = "plain"
+    health_telemetry_s: float | None = None
 
     def run(self, key: str) -> PlannedRun:
         """The planned run with this key (a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF)."""
@@ -437,6 +442,8 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         cluster_env=dict(cluster.env_vars),
         launcher_env=launcher_env,
         ssh_password=SecretStr(cluster.password) if cluster.password else None,
+        health_kernel_log=cfg.health.kernel_log,
+        health_telemetry_s=None if cpu_only else (cfg.health.telemetry_interval_s or DEFAULT_TELEMETRY_S),
     )
     # `{run_dir}` (left by the loader) is the run folder, known only now.
     run_dir = str(Path(out_dir).resolve())

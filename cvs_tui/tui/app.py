@@ -31,6 +31,7 @@ from cvs_tui.core.state import RunState
 from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
+from cvs_tui.tui.screens.health import HealthScreen
 from cvs_tui.tui.screens.help import HelpScreen
 from cvs_tui.tui.screens.node_log import NodeLogScreen
 from cvs_tui.tui.screens.quit_dialog import QuitChoice, QuitDialog
@@ -81,6 +82,7 @@ class CvsCommands(Provider):
             ("Dashboard", app.action_dashboard, "Per-node table and log"),
             ("Errors", app.action_errors, "Every error hit, fatal first"),
             ("Verdicts", app.action_verdicts, "Metric tables, loss curve, PASS/FAIL"),
+            ("Health", app.action_health, "Node health: kernel-log findings, GPU telemetry"),
             ("Toggle follow", app.on_dashboard(_toggle_follow), "Follow the log's end"),
             ("Toggle all nodes", app.on_dashboard(DashboardScreen.action_toggle_merged), "Merged view"),
             ("Filter log", app.on_dashboard(_filter), "Show only matching lines"),
@@ -116,6 +118,7 @@ class CvsApp(App[QuitChoice]):
         Binding("question_mark,f1", "help", "Help"),
         Binding("e", "errors", "Errors"),
         Binding("v", "verdicts", "Verdicts"),
+        Binding("H", "health", "Health"),
         Binding("d", "dashboard", "Dashboard", show=False),
     ]
 
@@ -223,6 +226,9 @@ class CvsApp(App[QuitChoice]):
 
     def action_verdicts(self) -> None:
         self._show(VerdictsScreen)
+
+    def action_health(self) -> None:
+        self._show(HealthScreen)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

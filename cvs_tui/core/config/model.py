@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cvs_tui.core.config.blocks import CheckpointResume, Convergence, LossCurve, ScalingBaseline, Smoke
+from cvs_tui.core.config.blocks import (
+    CheckpointResume,
+    Convergence,
+    Health,
+    LossCurve,
+    ScalingBaseline,
+    Smoke,
+)
 
 DEFAULT_TRAIN_SCRIPT_PATHS = (
     "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
@@ -108,6 +115,7 @@ class CvsConfig(_Strict):
     loss_curve: LossCurve = Field(default_factory=LossCurve)
     smoke: Smoke = Field(default_factory=Smoke)
     checkpoint_resume: CheckpointResume = Field(default_factory=CheckpointResume)
+    health: Health = Field(default_factory=Health)
     error_patterns: dict[str, str] | None = Field(
         default=None, description="name -> regex; absent = built-in."
     )

@@ -130,6 +130,19 @@ METRIC_DEFINITIONS: dict[str, MetricDef] = {
     "training.checkpoint_load_seconds": MetricDef(
         "s", "Seconds of the slowest node's checkpoint restore ('Finished load' / restoring)."
     ),
+    # Node health (live runs with the node_health stage): findings are kernel-log lines matching a
+    # signature, attributed to the run by their time on the node. Gate them in a threshold cell.
+    "health.findings.fatal": MetricDef(
+        "count", "Fatal kernel-log findings on any node during the run (any one also fails the run)."
+    ),
+    "health.findings.warning": MetricDef(
+        "count", "Warning kernel-log findings (correctable ECC, throttling, ...) on any node during the run."
+    ),
+    "health.nodes.fail": MetricDef("nodes", "Nodes whose health was FAIL when the run ended (suite so far)."),
+    "health.nodes.warn": MetricDef("nodes", "Nodes whose health was warn when the run ended (suite so far)."),
+    "health.nodes.not_checked": MetricDef(
+        "nodes", "Nodes whose kernel log could not be read (not checked) when the run ended; never ok."
+    ),
 }
 
 

@@ -8,7 +8,7 @@ whose ``judge`` spec holds everything besides the logs, so a re-judged run and a
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -151,12 +151,17 @@ def finalize_run(
     node_lines: Sequence[int] | None = None,
     started_at: float | None = None,
     ended_at: float | None = None,
+    health: Mapping[str, float] | None = None,
 ) -> RunRecord:
-    """Judge one planned run from each node's events (index = rank)."""
+    """Judge one planned run from each node's events (index = rank). ``health``: the run's ``health.*``
+    metric values (live runs that watched node health), judged like any other metric."""
     clocks = [
         _clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
     ]
     result = compute_metrics(node_events, run_context(run.judge, len(node_events)), clocks)
+    for name, value in (health or {}).items():
+        d = METRIC_DEFINITIONS.get(name)
+        result.metrics[name] = MetricValue(name, value, d.unit if d else "count")
     out, why, root = decide_outcome(
         node_events,
         run.steps,

@@ -7,7 +7,7 @@ functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
@@ -41,6 +41,7 @@ def judge_run(
     node_lines: Sequence[int],
     started_at: float,
     ended_at: float,
+    health: Mapping[str, float] | None = None,
 ) -> RunRecord:
     """One finished run, judged from each rank's parsed events (index = rank)."""
     return finalize_run(
@@ -55,6 +56,7 @@ def judge_run(
         node_lines=node_lines,
         started_at=started_at,
         ended_at=ended_at,
+        health=health,
     )
 
 

@@ -26,6 +26,7 @@ from cvs_tui.core.report import REPORT_FILES
 from cvs_tui.core.results import Results, RunRecord, load_results, write_results
 from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.execute import RunExecution
+from cvs_tui.core.runner.health_watch import HealthMonitor
 from cvs_tui.core.runner.launch import Launcher, launcher_for
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.stages import registered
@@ -64,6 +65,7 @@ class Suite:
         stages = registered()
         self.steps: list[Stage] = [s for s in stages if not s.closing]
         self.closing: list[Stage] = [s for s in reversed(stages) if s.closing]  # last registered first
+        self.health: HealthMonitor | None = None  # started by the node_health stage
         self._kept: dict[str, RunRecord] = {}
         self.interrupted = False
         if self.opt.resume is not None:
@@ -83,6 +85,12 @@ class Suite:
         """results.json as it stands (atomic): nothing is lost when the run is interrupted later."""
         self.results.stages = judging.stages_of(self.state)
         self.results.runs = list(self.records.values())
+        if self.health is not None:
+            self.results.node_health = self.health.records()
+            for rec in self.results.runs:
+                rec.health_findings = [
+                    f for n in self.results.node_health for f in n.findings if f.run == rec.key
+                ]
         write_results(self.results, self.run_dir / "results.json")
 
     async def train(self, stage: str, run: PlannedRun) -> RunRecord:
@@ -138,6 +146,7 @@ class Suite:
                     self.emit(StageEvent(stage=sub, state=StageState.PENDING, at=time.time()))
 
     async def _finish(self) -> None:
+        await self._stop_health()
         for st in self.closing:
             await st.run(self)
         self.emit(
@@ -148,6 +157,17 @@ class Suite:
                 at=time.time(),
             )
         )
+
+    async def _stop_health(self) -> None:
+        """Stop following kernel logs before teardown closes the connections; a fatal finding outside
+        any run fails the node_health stage (and so the suite)."""
+        if self.health is None:
+            return
+        outside = await self.health.stop()
+        if outside:
+            self.stage("node_health", StageState.FAILED, "; ".join(outside)[:400])
+        else:
+            self.save()
 
     def results_passed(self) -> bool:
         return self.results.passed and not self.interrupted
