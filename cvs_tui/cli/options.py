@@ -42,7 +42,8 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--slurm-args",
         metavar="ARGS",
-        help="with --slurm outside an allocation: what `salloc --no-shell` gets, e.g. '-N 2 -p debug'",
+        help="with --slurm outside an allocation: what `salloc --no-shell` gets, e.g. '-N 2 -p debug' "
+        "(a single word: --slurm-args=-N2)",
     )
 
 
