@@ -50,6 +50,7 @@ def _steps(path: Path) -> int:
 def _ssh_make(
     tmp: Path, env: dict[str, str], steps: int
 ) -> tuple[SetupT, Callable[[], Coroutine[Any, Any, Suite]]]:
+    tmp.mkdir(parents=True)
     s = ssh.make_setup(tmp, runtime="host", env=env, sweeps={ssh.SWEEP: {"steps": steps}})
 
     async def start() -> Suite:
@@ -61,6 +62,7 @@ def _ssh_make(
 def _slurm_make(
     tmp: Path, env: dict[str, str], steps: int
 ) -> tuple[SetupT, Callable[[], Coroutine[Any, Any, Suite]]]:
+    tmp.mkdir(parents=True)
     s = sl.make_setup(tmp, env=env, steps=steps)
 
     async def start() -> Suite:
@@ -93,7 +95,7 @@ async def teardown(make: Any, tmp: Path) -> tuple[float, float]:
     s, start = make(tmp, {"CVS_STANDIN_STEP_SLEEP": "0.05"}, 50000)
     suite = await start()
     task = asyncio.create_task(suite.run())
-    while min(_steps(s.node_log(r)) for r in (0, 1)) < 5:
+    while not (s.out / "plan.json").exists() or min(_steps(s.node_log(r)) for r in (0, 1)) < 5:
         await asyncio.sleep(0.05)
     gone: list[float] = []
     t0 = time.monotonic()
@@ -139,8 +141,6 @@ def main() -> None:
             end.append(b)
             gone.append(c)
             ret.append(e)
-            if make is _ssh_make:
-                pass
         print(label)
         print(row("crash -> node failed event", fail))
         print(row("crash -> run ended (FAILED)", end))
