@@ -33,6 +33,18 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--nodes", metavar="H1,H2", help="comma-separated [user@]host[:port]; default: this machine"
     )
+    where.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run through Slurm: the allocation cvs-tui runs in (salloc/sbatch), or one requested "
+        "with --slurm-args; rank 0 = first node",
+    )
+    p.add_argument(
+        "--slurm-args",
+        metavar="ARGS",
+        help="with --slurm outside an allocation: what `salloc --no-shell` gets, e.g. '-N 2 -p debug' "
+        "(a single word: --slurm-args=-N2)",
+    )
 
 
 def target_cluster(args: argparse.Namespace) -> Cluster:
@@ -44,9 +56,17 @@ def target_cluster(args: argparse.Namespace) -> Cluster:
 
 
 def load_target(
-    args: argparse.Namespace, *, out_dir: Path | None = None
+    args: argparse.Namespace, *, out_dir: Path | None = None, allocate: bool = False
 ) -> tuple[LoadedConfig, Cluster, Plan]:
-    """Cluster first (it names the `{user-id}`), then the config, then the plan. Raises UserError."""
+    """Cluster first (it names the `{user-id}`), then the config, then the plan. Raises UserError.
+
+    With ``--slurm`` and ``allocate`` (a run), an allocation is requested when cvs-tui is not inside
+    one; the caller releases it (``slurm_target.release_owned``). Without ``allocate`` (plan) nothing
+    is requested: the plan shows the request and the rank map."""
+    if getattr(args, "slurm", False):
+        return _load_slurm_target(args, out_dir=out_dir, allocate=allocate)
+    if getattr(args, "slurm_args", None):
+        raise UserError("--slurm-args: only with --slurm; add --slurm")
     problems: list[str] = []
     cluster: Cluster | None = None
     try:
@@ -62,6 +82,34 @@ def load_target(
     run_id = new_run_id()
     plan = build_plan(loaded, cluster, out_dir=out_dir or DEFAULT_RUNS_DIR / run_id, run_id=run_id)
     return loaded, cluster, plan
+
+
+def _load_slurm_target(
+    args: argparse.Namespace, *, out_dir: Path | None, allocate: bool
+) -> tuple[LoadedConfig, Cluster, Plan]:
+    import asyncio
+
+    from cvs_tui.core.cluster import os_user
+    from cvs_tui.core.runner import slurm_target as st
+    from cvs_tui.core.runner.slurm import SlurmClient, release_allocation
+
+    salloc_args = st.slurm_args_or_none(args.slurm_args, os.environ)
+    loaded = load_config(args.config, user=os_user())
+    run_id = new_run_id()
+    out = out_dir or DEFAULT_RUNS_DIR / run_id
+    if salloc_args is not None and not allocate:
+        cluster = st.pending_cluster(st.requested_nodes(salloc_args))
+        plan = build_plan(loaded, cluster, out_dir=out, run_id=run_id)
+        return loaded, cluster, st.slurm_plan(plan, None, salloc_args)
+    client = SlurmClient()
+    alloc, addresses = asyncio.run(st.allocate(client, os.environ, salloc_args))
+    try:
+        cluster = st.allocation_cluster(alloc, addresses)
+        plan = build_plan(loaded, cluster, out_dir=out, run_id=run_id)
+        return loaded, cluster, st.slurm_plan(plan, alloc, salloc_args)
+    except BaseException:
+        asyncio.run(release_allocation(client, alloc))
+        raise
 
 
 # -- the privacy denylist ----------------------------------------------------------------------------------

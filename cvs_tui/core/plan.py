@@ -10,7 +10,9 @@ import copy
 import json
 import re
 import secrets
+import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +59,15 @@ class PlannedNode(_Frozen):
     user: str | None = None
     port: int | None = None
     key_file: str | None = None
+
+
+class PlannedSlurm(_Frozen):
+    """Where a ``launcher: slurm`` plan runs: an allocation, or the one cvs-tui will request."""
+
+    job_id: str | None  # None: not allocated yet (`plan --slurm` outside an allocation)
+    nodes: list[str]  # Slurm node names in rank order (rank 0 = first); empty until allocated
+    salloc_args: list[str]  # what `salloc --no-shell` is given when cvs-tui requests the allocation
+    owned: bool  # requested by cvs-tui: released at the end, also on failure and Ctrl-C
 
 
 class JudgeSpec(_Frozen):
@@ -109,6 +120,7 @@ class Plan(_Frozen):
     known_hosts: str | None
     verify_host_keys: bool
     launcher: str = "nodes"  # how the runs start on the nodes: a key of runner.launch.LAUNCHERS
+    slurm: PlannedSlurm | None = None  # launcher "slurm": the allocation
     nodes: list[PlannedNode]
     coordinator: str
     coordinator_port: str
@@ -463,6 +475,21 @@ def _replace_deep(node: Any, old: str, new: str) -> Any:
     return node
 
 
+def _format_slurm(d: dict[str, Any], w: Callable[[str], None]) -> None:
+    sl = d["slurm"]
+    if sl["job_id"] is None:
+        request = shlex.join(sl["salloc_args"])
+        w(f"  slurm       will request: salloc --no-shell {request}  (released at the end)")
+        for n in d["nodes"]:
+            w(f"  rank {n['rank']}  node {n['rank'] + 1} of the allocation, in Slurm's node-list order")
+        return
+    how = "requested by cvs-tui, released at the end" if sl["owned"] else "the allocation cvs-tui runs in"
+    w(f"  slurm       job {sl['job_id']}  ({how})")
+    for n, name in zip(d["nodes"], sl["nodes"], strict=True):
+        coord = "  (coordinator)" if n["rank"] == 0 else ""
+        w(f"  rank {n['rank']}  {name}  address {n['host']}  srun --jobid {sl['job_id']} -w {name}{coord}")
+
+
 def format_plan(plan: Plan) -> str:
     """The plan as plain text for a terminal (secrets masked)."""
     d = plan.display_dict()
@@ -491,7 +518,9 @@ def format_plan(plan: Plan) -> str:
         w(f"  warning: {line}")
     w("")
     w("Nodes")
-    for n in d["nodes"]:
+    if d.get("slurm") is not None:
+        _format_slurm(d, w)
+    for n in [] if d.get("slurm") is not None else d["nodes"]:
         how = (
             "local" if n["local"] else f"ssh {n['user']}@{n['host']}" + (f":{n['port']}" if n["port"] else "")
         )

@@ -18,6 +18,7 @@ from pathlib import Path
 from cvs_tui.cli.options import add_public_options, add_target_args, load_target
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
+from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan
@@ -76,7 +77,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.resume) if args.resume else (Path(args.out) if args.out else None)
-    loaded, cluster, plan = load_target(args, out_dir=out_dir)
+    loaded, cluster, plan = load_target(args, out_dir=out_dir, allocate=True)
+    if plan.slurm is None:
+        return _run(args, loaded, cluster, plan)
+    # an allocation cvs-tui requested is released on every way out (the suite's teardown does it too)
+    from cvs_tui.core.runner.slurm import SlurmClient
+    from cvs_tui.core.runner.slurm_target import release_owned
+
+    try:
+        return _run(args, loaded, cluster, plan)
+    finally:
+        for line in asyncio.run(release_owned(plan, SlurmClient())):
+            print(f"cvs-tui: warning: {line}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan: Plan) -> int:
     if plan.preflight_errors:
         raise UserError(plan.preflight_errors)
     if args.no_host_key_check:

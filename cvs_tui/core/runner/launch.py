@@ -113,7 +113,10 @@ class LauncherClass(Protocol):
 
 
 # name -> "module:Class"; imported only when a plan asks for it.
-LAUNCHERS: dict[str, str] = {"nodes": "cvs_tui.core.runner.nodes:NodeLauncher"}
+LAUNCHERS: dict[str, str] = {
+    "nodes": "cvs_tui.core.runner.nodes:NodeLauncher",
+    "slurm": "cvs_tui.core.runner.slurm:from_plan",  # a factory: the plan carries the allocation
+}
 
 
 def launcher_class(name: str) -> LauncherClass:
