@@ -10,7 +10,14 @@ CVS_SETUP_TAG=${CVS_SETUP_TAG:-cvs-tui set-up}
 # that a person waits before wondering whether it hangs.
 CVS_SETUP_BEAT_S=${CVS_SETUP_BEAT_S:-8}
 
-cvs_setup_say() { printf '%s %s\n' "$CVS_SETUP_TAG" "$*" >&2; }
+# Epoch second of the last line printed, so that the heartbeat keeps the gap between any two
+# lines (not just within one step) under CVS_SETUP_BEAT_S.
+printf -v CVS_SETUP_LAST_T '%(%s)T' -1
+
+cvs_setup_say() {
+    printf '%s %s\n' "$CVS_SETUP_TAG" "$*" >&2
+    printf -v CVS_SETUP_LAST_T '%(%s)T' -1
+}
 
 cvs_setup_verbose() { [[ "${CVS_TUI_SETUP_VERBOSE:-0}" =~ ^(1|true|yes|on)$ ]]; }
 
@@ -34,24 +41,22 @@ cvs_setup_last_line() {
 # on (HINT_FN LOG prints that). On a terminal one line is redrawn every second; elsewhere a plain
 # line is printed every CVS_SETUP_BEAT_S seconds. It stops by itself if the calling shell dies.
 cvs_setup_heartbeat() {
-    local log=$1 hint=$2 t0 now last what el cols=100 n=0 spin='|/-\' tty=0
-    t0=$(date +%s)
-    last=$t0
+    local log=$1 hint=$2 t0 now what el cols=100 n=0 spin='|/-\' tty=0
+    printf -v t0 '%(%s)T' -1
     if [[ -t 2 ]] && ! cvs_setup_verbose; then
         tty=1
         cols=$(tput cols 2>/dev/null || echo 100)
     fi
     while kill -0 $$ 2>/dev/null; do
         sleep 1
-        now=$(date +%s)
+        printf -v now '%(%s)T' -1
         el=$((now - t0))
         what=$("$hint" "$log" 2>/dev/null || true)
         if ((tty)); then
             what="  ${spin:n++%4:1} ${el} s  ${what}"
             printf '\r\033[K%s' "${what:0:cols-1}" >&2
-        elif ((now - last >= CVS_SETUP_BEAT_S)); then
+        elif ((now - CVS_SETUP_LAST_T >= CVS_SETUP_BEAT_S)); then
             cvs_setup_say "      ... ${el} s: ${what}"
-            last=$now
         fi
     done
 }
@@ -88,7 +93,7 @@ cvs_setup_hint_venv() {
 # Runs CMD with stdout and stderr appended to LOG (and shown too, when verbose) under a heartbeat.
 # On failure prints the last lines of LOG and its path; returns CMD's exit status.
 cvs_setup_step() {
-    local log=$1 hint=$2 rc=0 hb off
+    local log=$1 hint=$2 rc=0 hb off now
     shift 2
     off=$(stat -c %s "$log" 2>/dev/null || echo 0)
     cvs_setup_heartbeat "$log" "$hint" &
@@ -100,6 +105,9 @@ cvs_setup_step() {
     fi
     kill "$hb" 2>/dev/null || true
     wait "$hb" 2>/dev/null || true
+    # The heartbeat printed (in its own process) every CVS_SETUP_BEAT_S s since the last line.
+    printf -v now '%(%s)T' -1
+    ((CVS_SETUP_LAST_T += (now - CVS_SETUP_LAST_T) / CVS_SETUP_BEAT_S * CVS_SETUP_BEAT_S)) || true
     if [[ -t 2 ]] && ! cvs_setup_verbose; then printf '\r\033[K' >&2; fi
     if ((rc != 0)); then
         cvs_setup_say "error: '$*' failed (exit $rc); its last lines in $(cvs_setup_pretty "$log"):"
