@@ -89,6 +89,9 @@ def test_checkpoint_phase_two_restores_five_and_resumes_at_six() -> None:
     restores = [(e.action, e.step, e.dialect) for e in ck if e.action in (A.RESTORE_START, A.RESTORE_DONE)]
     assert restores == [
         (A.RESTORE_START, 5, "maxtext"),
+        (A.RESTORE_DONE, None, "orbax-metrics"),  # /jax/orbax/read/worker/io/requested (per host)
+        (A.RESTORE_DONE, None, "orbax-metrics"),  # .../worker/io/raw
+        (A.RESTORE_DONE, None, "orbax-metrics"),  # /jax/checkpoint/read/gbytes_per_sec (global)
         (A.RESTORE_DONE, 5, "orbax-new"),
         (A.RESTORE_DONE, 5, "standard_logger"),
     ]
@@ -153,7 +156,10 @@ def test_bad_config_key_is_fatal() -> None:
     names = {h.name for h in fatal(evs)}
     assert {"maxtext config error", "python traceback"} <= names
     tb = next(h for h in fatal(evs) if h.name == "python traceback")
-    assert "not_a_maxtext_key" in tb.text
+    assert (tb.line, tb.text) == (14, "Traceback (most recent call last):")
+    # the traceback's last line, the exception, is named by its own hit, at its own line
+    exc = next(h for h in fatal(evs) if h.name == "AssertionError")
+    assert exc.line == 42 and exc.text.startswith("ValueError: 'not_a_maxtext_key' not in")
     assert json.loads((FIX / "exit_codes.json").read_text())["bad_key.log"] == 1
 
 

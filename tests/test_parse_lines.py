@@ -176,8 +176,8 @@ def test_step_lines_need_their_exact_form() -> None:
     )
     steps = events(text, StepEvent)
     assert [s.step for s in steps] == [4]
-    assert steps[0].line == 2  # a bare line belongs to the record above it
-    assert steps[0].source == "train.py:1"
+    # a bare step line starts its own record (print-style MaxText logs hold thousands of them)
+    assert (steps[0].line, steps[0].source) == (3, None)
 
 
 def test_every_step_of_a_record_is_reported_once() -> None:

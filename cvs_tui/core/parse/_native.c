@@ -1,8 +1,8 @@
 /*
  * The parser's byte scanning in C: record headers, newline counts, the case-folded literal prefilter and
- * `completed step` lines. Each function answers exactly what the pure-Python code in records.py,
- * literals.py and parser.py answers for the same input (the test-suite checks this on real and fuzzed
- * logs); Python stays the reference and the fallback when this module is not built.
+ * `completed step` lines. Each function answers exactly what its pure-Python twin of the same name in
+ * _pyscan.py answers for the same input (the test-suite checks this on real and fuzzed logs); _pyscan
+ * stays the reference and the fallback when this module is not built. _native.pyi has the signatures.
  *
  * Regex pieces are re-implemented with the semantics Python's `re` gives them here: a bounded run such
  * as \d{1,12} followed by something that cannot start with its class matches iff the maximal run has an
@@ -199,7 +199,7 @@ static int vec_push(vec *x, Py_ssize_t val) {
     return 0;
 }
 
-/* Literal headers (records.LITERAL_HEADERS): the match length at p, or -1. */
+/* Literal headers (dialects.LITERAL_HEADERS, then dialects.BARE_STEP_HEADERS): the match length at p, or -1. */
 static Py_ssize_t literal_header_at(uc *b, Py_ssize_t p, Py_ssize_t n, int which) {
     switch (which) {
     case 0:
@@ -216,18 +216,38 @@ static Py_ssize_t literal_header_at(uc *b, Py_ssize_t p, Py_ssize_t n, int which
         if (LIT(b, p, n, "Per train step")) return 14;
         if (LIT(b, p, n, "Per prefill step")) return 16;
         return -1;
-    default:
+    case 3:
         return LIT(b, p, n, "Traceback (most recent call last):") ? 34 : -1;
+    case 4:
+        return LIT(b, p, n, "completed step: ") ? 16 : -1;
+    default:
+        return LIT(b, p, n, "[Rampup Batch Size Phase]") ? 25 : -1;
     }
+}
+
+/* A header-less step line at p starts a record unless the last non-blank byte before it (at most
+ * BARE_STEP_LOOKBACK blanks skipped) ends a log header (`]`, python logging's `:`) or the rampup tag (`,` /
+ * `]`): dialects.BARE_STEP_NOT_AFTER. */
+#define BARE_STEP_LOOKBACK 64
+static int bare_step_starts(uc *b, Py_ssize_t p) {
+    Py_ssize_t q = p - 1, stop = p - 1 - BARE_STEP_LOOKBACK;
+    while (q >= 0 && ws_lit(b[q])) {
+        q--;
+        if (q == stop) return 1;
+    }
+    return q < 0 || (b[q] != ']' && b[q] != ':' && b[q] != ',');
 }
 
 /* Next p >= i (i >= 1) where a literal header could start: b[p] is the first letter of one and b[p - 1]
  * the whitespace the splitter requires before it; -1 if none. */
-static inline int lit_first(unsigned char c) { return c == 'X' || c == 'E' || c == 'P' || c == 'T'; }
+static inline int lit_first(unsigned char c) {
+    return c == 'X' || c == 'E' || c == 'P' || c == 'T' || c == 'c' || c == '[';
+}
 
 static Py_ssize_t next_lit_candidate(uc *b, Py_ssize_t i, Py_ssize_t n) {
 #if defined(__SSE2__)
-    const __m128i X = _mm_set1_epi8('X'), E = _mm_set1_epi8('E'), P = _mm_set1_epi8('P'), T = _mm_set1_epi8('T');
+    const __m128i X = _mm_set1_epi8('X'), E = _mm_set1_epi8('E'), P = _mm_set1_epi8('P'), T = _mm_set1_epi8('T'),
+                  C = _mm_set1_epi8('c'), B = _mm_set1_epi8('[');
     const __m128i sp = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), vt = _mm_set1_epi8(0x0b),
                   ff = _mm_set1_epi8(0x0c);
     while (i + 16 <= n) {
@@ -235,6 +255,7 @@ static Py_ssize_t next_lit_candidate(uc *b, Py_ssize_t i, Py_ssize_t n) {
         __m128i prev = _mm_loadu_si128((const __m128i *)(b + i - 1));
         __m128i first = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(cur, X), _mm_cmpeq_epi8(cur, E)),
                                      _mm_or_si128(_mm_cmpeq_epi8(cur, P), _mm_cmpeq_epi8(cur, T)));
+        first = _mm_or_si128(first, _mm_or_si128(_mm_cmpeq_epi8(cur, C), _mm_cmpeq_epi8(cur, B)));
         __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(prev, sp), _mm_cmpeq_epi8(prev, tab)),
                                   _mm_or_si128(_mm_cmpeq_epi8(prev, vt), _mm_cmpeq_epi8(prev, ff)));
         int m = _mm_movemask_epi8(_mm_and_si128(first, ws));
@@ -275,9 +296,9 @@ static PyObject *find_headers(PyObject *self, PyObject *args) {
     for (Py_ssize_t p = pos > 1 ? pos : 1; p < n;) {
         p = next_lit_candidate(b, p, n);
         if (p < 0) break;
-        int w = b[p] == 'X' ? 0 : b[p] == 'E' ? 1 : b[p] == 'P' ? 2 : 3;
+        int w = b[p] == 'X' ? 0 : b[p] == 'E' ? 1 : b[p] == 'P' ? 2 : b[p] == 'T' ? 3 : b[p] == 'c' ? 4 : 5;
         Py_ssize_t len = literal_header_at(b, p, n, w);
-        if (len < 0) { p += 1; continue; }
+        if (len < 0 || (w >= 4 && !bare_step_starts(b, p))) { p += 1; continue; }
         if (vec_push(&extra, p) < 0) goto done;
         p += len;
     }
@@ -690,7 +711,6 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_XSETREF(kind_rampup, Py_NewRef(rampup));
     Py_XSETREF(src_fn, Py_NewRef(srcf));
     Py_XSETREF(header_fn, Py_NewRef(headerf));
-    (void)tp;
     Py_RETURN_NONE;
 }
 
@@ -979,8 +999,10 @@ fail:
     return NULL;
 }
 
-/* scan_steps(buf, starts, lines, end, early, skip) -> (events, record indexes, non-finite records)
- * Equals parser._scan's step pass: STEP.finditer(buf, early, end), a match inside one record not in skip. */
+/* scan_steps(buf, starts, lines, end, early, skip) -> (events, record indexes, positions of steps with a
+ * non-finite loss, positions of steps with a non-finite TFLOP/s or Tokens/s). Equals _pyscan.scan_steps:
+ * STEP.finditer(buf, early, end), a match inside one record not in skip and not ending at end (its last
+ * value may go on past what is here). */
 static PyObject *scan_steps(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *starts, *lines, *skip;
@@ -996,11 +1018,12 @@ static PyObject *scan_steps(PyObject *self, PyObject *args) {
     Py_ssize_t n_all = view.len;
     if (end > n_all) end = n_all;
     if (early < 0) early = 0;
-    PyObject *evs = PyList_New(0), *recs = PyList_New(0), *nonfinite = PyList_New(0), *out = NULL;
+    PyObject *evs = PyList_New(0), *recs = PyList_New(0), *nonfinite = PyList_New(0), *bad_rate = PyList_New(0),
+             *out = NULL;
     src_memo memo = {0};
     Py_ssize_t nrec = PyList_GET_SIZE(starts) - 1, i = 0, next_start = 0;
     int use_skip = skip != Py_None && PyObject_Length(skip) > 0;
-    if (!evs || !recs || !nonfinite || PyList_GET_SIZE(lines) < nrec) {
+    if (!evs || !recs || !nonfinite || !bad_rate || PyList_GET_SIZE(lines) < nrec) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "lines shorter than starts");
         goto done;
     }
@@ -1022,7 +1045,7 @@ static PyObject *scan_steps(PyObject *self, PyObject *args) {
         Py_ssize_t s, cur = p;
         p = e > p ? e : p + 1;
         if (as_index(starts, i, &s) < 0) goto done;
-        if (s > cur || e > next_start) continue;
+        if (s > cur || e > next_start || e == end) continue;
         PyObject *idx = PyLong_FromSsize_t(i);
         if (!idx) goto done;
         if (use_skip) {
@@ -1039,26 +1062,34 @@ static PyObject *scan_steps(PyObject *self, PyObject *args) {
             if (PyErr_ExceptionMatches(PyExc_ValueError)) { PyErr_Clear(); continue; }
             goto done;
         }
-        double loss = PyFloat_AS_DOUBLE(*(PyObject **)((char *)ev + step_offsets[F_LOSS]));
-        int bad = PyList_Append(evs, ev) < 0 || PyList_Append(recs, idx) < 0 ||
-                  (!isfinite(loss) && PyList_Append(nonfinite, idx) < 0);
+        PyObject *loss = *(PyObject **)((char *)ev + step_offsets[F_LOSS]);
+        PyObject *tf = *(PyObject **)((char *)ev + step_offsets[F_TF]);
+        PyObject *tok = *(PyObject **)((char *)ev + step_offsets[F_TOK]);
+        int nan_loss = !isfinite(PyFloat_AS_DOUBLE(loss));
+        int nan_rate = (tf != Py_None && !isfinite(PyFloat_AS_DOUBLE(tf))) ||
+                       (tok != Py_None && !isfinite(PyFloat_AS_DOUBLE(tok)));
+        PyObject *at = (nan_loss || nan_rate) ? PyLong_FromSsize_t(cur) : NULL;
+        int bad = PyList_Append(evs, ev) < 0 || PyList_Append(recs, idx) < 0 || ((nan_loss || nan_rate) && !at) ||
+                  (nan_loss && PyList_Append(nonfinite, at) < 0) || (nan_rate && PyList_Append(bad_rate, at) < 0);
+        Py_XDECREF(at);
         Py_DECREF(ev);
         Py_DECREF(idx);
         if (bad) goto done;
     }
 ok:
-    out = PyTuple_Pack(3, evs, recs, nonfinite);
+    out = PyTuple_Pack(4, evs, recs, nonfinite, bad_rate);
 done:
     Py_XDECREF(memo.str);
     Py_XDECREF(evs);
     Py_XDECREF(recs);
     Py_XDECREF(nonfinite);
+    Py_XDECREF(bad_rate);
     PyBuffer_Release(&view);
     return out;
 }
 
 /* Records (indexes, not in skip) whose header at their start has level F: absl `F...` or TF `...: F `
- * with six fraction digits (parser._f_level's F_GLOG / F_TF at a record start). */
+ * with six fraction digits (_pyscan.fatal_records: F_GLOG / F_TF at a record start). */
 static PyObject *fatal_records(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *starts, *skip;
@@ -1095,20 +1126,22 @@ fail:
 
 static PyMethodDef methods[] = {
     {"find_headers", find_headers, METH_VARARGS,
-     "find_headers(norm, pos) -> record starts (> 0, ascending) at or after pos, as records.find_headers_py."},
+     "find_headers(norm, pos) -> record starts (> 0, ascending) at or after pos."},
     {"record_lines", record_lines, METH_VARARGS,
      "record_lines(orig, starts, line0) -> line0 + newlines before each start."},
     {"configure", configure, METH_VARARGS,
      "configure(step_cls, train_kind, rampup_kind, src_fn, header_info_fn): what scan_steps builds with."},
     {"scan_steps", scan_steps, METH_VARARGS,
-     "scan_steps(buf, starts, lines, end, early, skip) -> (events, record indexes, non-finite)."},
+     "scan_steps(buf, starts, lines, end, early, skip) -> (events, record indexes, non-finite loss at, "
+     "non-finite rate at)."},
     {"fatal_records", fatal_records, METH_VARARGS,
      "fatal_records(buf, starts, end, skip) -> records whose header has level F."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_native", "The parser's byte scanning in C (see parse/native.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_native", "The parser's byte scanning in C (twin: parse/_pyscan.py; chosen in parse/accel.py).", -1,
+    methods,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {

@@ -1,5 +1,4 @@
-"""The C byte scanner (``_native.c``). Each function has a pure-Python twin in records.py, literals.py
-and parser.py that answers the same."""
+"""The C byte scanner (``_native.c``). ``_pyscan`` is its pure-Python twin with the same functions."""
 
 from collections.abc import Callable, Collection, Sequence
 
@@ -17,7 +16,7 @@ def configure(
 ) -> None: ...
 def scan_steps(
     buf: bytes, starts: list[int], lines: list[int], end: int, early: int, skip: Collection[int], /
-) -> tuple[list[StepEvent], list[int], list[int]]: ...
+) -> tuple[list[StepEvent], list[int], list[int], list[int]]: ...
 def fatal_records(buf: bytes, starts: list[int], end: int, skip: Collection[int], /) -> set[int]: ...
 
 class LiteralScanner:

@@ -63,6 +63,14 @@ LITERAL_HEADERS: tuple[tuple[bytes, re.Pattern[bytes]], ...] = (
     (b"Per ", re.compile(rb"Per (?:train|prefill) step")),
     (b"Traceback (", re.compile(rb"Traceback \(most recent call last\):")),
 )
+# A step line printed without a log header (print-style MaxText) starts its own record, so thousands of
+# them never pile up into one record past RECORD_CAP. It does not where the last non-blank byte before it
+# ends a log header (`] `, python logging's `: `) or the rampup tag (`, ` / `] `): there it is a message.
+# Blanks are skipped for at most BARE_STEP_LOOKBACK bytes (well inside HEADER_MAX, which the splitter
+# keeps before any place a header may start): past that, the step line starts a record.
+BARE_STEP_HEADERS: tuple[bytes, ...] = (b"completed step: ", b"[Rampup Batch Size Phase]")
+BARE_STEP_NOT_AFTER = frozenset(b"]:,")
+BARE_STEP_LOOKBACK = 64
 
 # F-level (fatal) headers; group 1 starts at the header's first byte.
 F_GLOG = re.compile(rb"(F)\d{4} \d\d:\d\d:\d{1,12}\.\d{1,9} {1,20}\d{1,20} " + _SRC + rb"\] ")
@@ -83,16 +91,16 @@ def header_info(rec: bytes) -> tuple[str | None, str | None, float | None]:
     if m is None:
         return None, None, None
     if m.group("glvl"):
-        return m.group("glvl").decode(), _src(m.group("gsrc")), None  # glog prints no year
+        return m.group("glvl").decode(), source_of(m.group("gsrc")), None  # glog prints no year
     if m.group("tlvl"):
         return (
             m.group("tlvl").decode(),
-            _src(m.group("tsrc")),
+            source_of(m.group("tsrc")),
             _stamp(m.group("tdate"), "%Y-%m-%d %H:%M:%S.%f"),
         )
     return (
         m.group("plvl")[:1].decode(),
-        _src(m.group("psrc")),
+        source_of(m.group("psrc")),
         _stamp(m.group("pdate").replace(b",", b"."), "%Y-%m-%d %H:%M:%S.%f"),
     )
 
@@ -100,7 +108,8 @@ def header_info(rec: bytes) -> tuple[str | None, str | None, float | None]:
 _SRC_CACHE: dict[bytes, str] = {}
 
 
-def _src(raw: bytes) -> str:
+def source_of(raw: bytes) -> str:
+    """A header's `file:NNN` as text (cached: a log repeats a few hundred sources)."""
     s = _SRC_CACHE.get(raw)
     if s is None:
         s = raw.decode("utf-8", "replace")
@@ -340,6 +349,27 @@ CK_PATTERNS: tuple[tuple[bytes, re.Pattern[bytes], CheckpointAction, str, str], 
         re.compile(rb"Waiting for previous save to complete took (" + NUM + rb") seconds"),
         CheckpointAction.WAIT_PREVIOUS,
         "orbax",
+        "t",
+    ),
+    (
+        b"restoring checkpoint from",
+        # orbax Checkpointer.restore (old and new); "Finished restoring checkpoint from" has a lower-case r
+        re.compile(rb"Restoring checkpoint from " + _PATH),
+        CheckpointAction.RESTORE_START,
+        "orbax",
+        "p",
+    ),
+    (
+        b"/read/",
+        # orbax's read metrics, one per restore and host (`/jax/checkpoint/read/gbytes_per_sec: ... (time
+        # elapsed: X s) (global)`, `/jax/orbax/read/worker/io/requested throughput: ... (per-host)`): the
+        # restore's read time where orbax prints no "Finished ... load" line
+        re.compile(
+            rb"/jax/(?:orbax|checkpoint)/read/[\w/]{1,200}(?: throughput)?: \S{1,40}(?: \w{1,10})?/s "
+            rb"\(total (?:size|gbytes): [^()]{1,60}\) \(time elapsed: (" + NUM + rb") s\)"
+        ),
+        CheckpointAction.RESTORE_DONE,
+        "orbax-metrics",
         "t",
     ),
     (

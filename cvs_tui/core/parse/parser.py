@@ -4,9 +4,12 @@ Speed comes from scanning whole batches of records at once: step lines are found
 batch; every other line kind has an anchor literal and every error signature a set of necessary
 literals, all found in one case-folded pass (see ``literals``), and only the records holding them run
 the detailed regexes. The passes over every byte (record headers, newlines, literals, step lines, fatal
-headers) run in the C scanner when it is built (see ``accel``); the regex code here is the reference it
-is tested against and the fallback. Events come out in log order: by record, then its steps, its other
-kinds, its error hits.
+headers) run in the byte scanner (``accel.scanner``: the C module, or its pure-Python twin ``_pyscan``).
+Events come out in log order: by record, then its steps, its other kinds, its error hits.
+
+Error signatures are judged per physical line: a record may hold several (an unheadered NCCL or HIP line
+is folded into the record above it), and a benign line's wording vetoes a default or config hit only on
+its own line. A hit names the line that matched and carries its text.
 """
 
 from __future__ import annotations
@@ -15,18 +18,21 @@ import re
 from bisect import bisect_right
 from operator import itemgetter, sub
 
-from cvs_tui.core.events import ErrorHit, LogEvent, Severity, StepEvent, StepKind
-from cvs_tui.core.parse import accel
+from cvs_tui.core.events import ErrorHit, LogEvent, Severity
+from cvs_tui.core.parse import _pyscan, accel
 from cvs_tui.core.parse import dialects as d
 from cvs_tui.core.parse.literals import LiteralFinder
 from cvs_tui.core.parse.records import RECORD_CAP, Batch, RecordSplitter
 from cvs_tui.core.parse.signatures import Signature, compile_signatures
 
-ERROR_TEXT_CAP = 2000  # characters of a record kept in an ErrorHit
+ERROR_TEXT_CAP = 2000  # characters of a line kept in an ErrorHit
 _RANK_ERR = 50
-_TRAIN = StepKind.TRAIN
-_RAMPUP = StepKind.RAMPUP
 _FATAL = Severity.FATAL
+# hits the parser makes itself (origin "always"), before the signatures' in a line's order
+NONFINITE_LOSS = "non-finite loss"
+NONFINITE_THROUGHPUT = "non-finite throughput"
+FATAL_LEVEL = "fatal log line"
+_LINE_BREAKS = re.compile(rb"[\r\n]+")
 
 
 class NodeLogParser:
@@ -38,23 +44,22 @@ class NodeLogParser:
     built); the events are the same either way.
     """
 
-    def __init__(
-        self,
-        error_patterns: dict[str, str] | None = None,
-        *,
-        native: bool | None = None,
-        _use_automaton: bool = True,
-    ) -> None:
-        self._nat = accel.select(native)
-        self.native = self._nat is not None
-        self._split = RecordSplitter(self._nat)
+    def __init__(self, error_patterns: dict[str, str] | None = None, *, native: bool | None = None) -> None:
+        self._scanner = accel.select(native)
+        self.native = accel.is_native(self._scanner)
+        self._split = RecordSplitter(self._scanner)
+        self.internal_errors = 0  # feeds whose unfinished record was dropped after an unexpected failure
+        self._early_pos = 0  # steps of the unfinished record up to here were already emitted
+        # positions (in the unfinished record) of those early steps with a non-finite loss / rate
+        self._early_nan: list[int] = []
+        self._early_rate: list[int] = []
         self._sigs: list[Signature] = compile_signatures(error_patterns)
         self._memstats = d.MemStats()
         # one literal finder for the line-kind anchors and the signatures' necessary literals
         literals = [anchor for anchors, _ in d.RULES for anchor in anchors]
         for sig in self._sigs:
             literals.extend(sig.literals or ())
-        self._finder = LiteralFinder(literals, use_automaton=_use_automaton, native=self._nat)
+        self._finder = LiteralFinder(literals, self._scanner)
         self._rule_lits = [[self._finder.index(a) for a in anchors] for anchors, _ in d.RULES]
         # literal index -> signatures that need it; signatures without a usable literal scan fully
         self._lit_sigs: dict[int, list[int]] = {}
@@ -96,31 +101,34 @@ class NodeLogParser:
     def _reset(self) -> None:
         self.internal_errors += 1
         self._split = _recover(self._split)
-        self._early_pos, self._early_nonfinite = 0, False
+        self._early_pos, self._early_nan, self._early_rate = 0, [], []
 
     # -----------------------------------------------------------------------------------------------------
     def _events(self, batch: Batch) -> list[LogEvent]:
-        buf, starts, end, lines = batch.buf, batch.starts, batch.end, batch.lines
+        buf, starts, end, lines, orig = batch.buf, batch.starts, batch.end, batch.lines, batch.orig
         n = len(starts) - 1
         longs: list[int] = []
         if end > RECORD_CAP:
             sizes = list(map(sub, starts[1:], starts[:-1]))
             if max(sizes) > RECORD_CAP:
                 longs = [i for i in range(n) if sizes[i] > RECORD_CAP]
-        early, early_nan = self._early_pos, self._early_nonfinite
-        self._early_pos, self._early_nonfinite = 0, False
+        early = _Early(self._early_pos, self._early_nan, self._early_rate)
+        self._early_pos, self._early_nan, self._early_rate = 0, [], []
         if not longs:
-            steps, recs, others = self._scan(buf, starts, end, lines, frozenset(), 0, early, early_nan)
+            steps, recs, others = self._scan(buf, orig, starts, end, lines, frozenset(), 0, early)
             return _merge(steps, recs, others) if others else steps
         # records over the cap are parsed on their first RECORD_CAP bytes, each on its own
         skip = frozenset(longs)
-        early0 = 0 if 0 in skip else early
-        steps, recs, keyed = self._scan(buf, starts, end, lines, skip, 0, early0, early_nan)
+        early0 = _NO_EARLY if 0 in skip else early
+        steps, recs, keyed = self._scan(buf, orig, starts, end, lines, skip, 0, early0)
         keyed.extend(((r, 0, k), ev) for k, (r, ev) in enumerate(zip(recs, steps, strict=True)))
         for i in longs:
-            rec = buf[starts[i] : starts[i] + RECORD_CAP]
-            e0, n0 = (early, early_nan) if i == 0 else (0, False)
-            steps, recs, others = self._scan(rec, [0, len(rec)], len(rec), [lines[i]], frozenset(), i, e0, n0)
+            s = starts[i]
+            rec, rec_orig = buf[s : s + RECORD_CAP], orig[s : s + RECORD_CAP]
+            e0 = early if i == 0 else _NO_EARLY
+            steps, recs, others = self._scan(
+                rec, rec_orig, [0, len(rec)], len(rec), [lines[i]], frozenset(), i, e0
+            )
             keyed.extend(((i, 0, k), ev) for k, ev in enumerate(steps))
             keyed.extend(others)
         keyed.sort(key=itemgetter(0))
@@ -139,37 +147,38 @@ class NodeLogParser:
             e = m.end()
             if e > RECORD_CAP or e >= len(orig) or orig[e] not in (10, 13):
                 break
-            ev = _make_step(norm, m, 0, sp.pending_line, rampup, {})
+            ev = _pyscan.make_step(norm, m, 0, sp.pending_line, rampup, {})
             self._early_pos = e
             if ev is not None:
                 out.append(ev)
-                if ev.loss != ev.loss or ev.loss in (_INF, _NINF):
-                    self._early_nonfinite = True
+                if _pyscan.not_finite(ev.loss):
+                    self._early_nan.append(m.start())
+                if _pyscan.not_finite(ev.tflops_per_device) or _pyscan.not_finite(ev.tokens_per_device):
+                    self._early_rate.append(m.start())
         return out
 
     def _scan(
         self,
         buf: bytes,
+        orig: bytes,
         starts: list[int],
         end: int,
         lines: list[int],
         skip: frozenset[int],
         base: int,
-        early: int = 0,
-        early_nonfinite: bool = False,
+        early: _Early,
     ) -> tuple[list[LogEvent], list[int], list[tuple[tuple[int, int, int], LogEvent]]]:
         """The records of one buffer: (steps in order, the record of each step, the other events keyed
         (base + record, rank, position) for ordering). Record numbers of steps are relative to the buffer.
 
-        Steps of record 0 that end before ``early`` were already emitted from the unfinished record.
+        Steps of record 0 that end before ``early.pos`` were already emitted from the unfinished record.
         """
         # 1. train steps: one pass over the whole buffer
-        if self._nat is not None:
-            steps, recs, nonfinite = self._nat.scan_steps(buf, starts, lines, end, early, skip)
-        else:
-            steps, recs, nonfinite = _scan_steps_py(buf, starts, lines, end, early, skip)
-        if early_nonfinite:
-            nonfinite.insert(0, 0)
+        steps, recs, nonfinite, bad_rate = self._scanner.scan_steps(buf, starts, lines, end, early.pos, skip)
+        if early.nan:
+            nonfinite = early.nan + nonfinite
+        if early.rate:
+            bad_rate = early.rate + bad_rate
 
         # 2. other line kinds and error literals: one case-folded literal pass
         out: list[tuple[tuple[int, int, int], LogEvent]] = []
@@ -199,18 +208,25 @@ class NodeLogParser:
                 for k, ev in enumerate(evs):
                     append(((base + i, 1 + r, k), ev))
 
-        # 3. error signatures
-        out.extend(self._errors(buf, starts, end, lines, skip, nonfinite, base, found))
+        # 3. error signatures: the parser's own fatal hits (at a position) and the signatures' candidates
+        own: dict[int, list[tuple[int, str]]] = {}
+        for name, positions in ((NONFINITE_LOSS, nonfinite), (NONFINITE_THROUGHPUT, bad_rate)):
+            for p in positions:
+                own.setdefault(bisect_right(starts, p) - 1, []).append((p, name))
+        for i in self._scanner.fatal_records(buf, starts, end, skip):
+            own.setdefault(i, []).append((starts[i], FATAL_LEVEL))
+        out.extend(self._errors(buf, orig, starts, end, lines, skip, own, base, found))
         return steps, recs, out
 
     def _errors(
         self,
         buf: bytes,
+        orig: bytes,
         starts: list[int],
         end: int,
         lines: list[int],
         skip: frozenset[int],
-        nonfinite: list[int],
+        own: dict[int, list[tuple[int, str]]],
         base: int,
         found: dict[int, set[int]],
     ) -> list[tuple[tuple[int, int, int], LogEvent]]:
@@ -230,62 +246,97 @@ class NodeLogParser:
                 if i not in skip:
                     cands.setdefault(i, set()).add(k)
                 pos = starts[i + 1]
-        for i in nonfinite:
-            cands.setdefault(i, set())
-        flevel = self._f_level(buf, starts, end, skip)
-        for i in flevel:
+        for i in own:
             cands.setdefault(i, set())
         if not cands:
             return []
         out: list[tuple[tuple[int, int, int], LogEvent]] = []
-        nonfinite_set = set(nonfinite)
         for i in sorted(cands):
             s = starts[i]
-            rec = buf[s : min(starts[i + 1], s + RECORD_CAP)]
-            matched = [self._sigs[k] for k in sorted(cands[i]) if self._sigs[k].regex.search(rec)]
-            benign = any(sig.origin == "benign" for sig in matched)
-            names: list[tuple[str, Severity, str]] = []
-            if i in nonfinite_set:
-                names.append(("non-finite loss", _FATAL, "always"))
-            if i in flevel:
-                names.append(("fatal log line", _FATAL, "always"))
-            for sig in matched:
-                if benign and sig.origin in ("builtin", "config"):
-                    continue  # a benign line's wording must not fail a run
-                names.append((sig.name, sig.severity, sig.origin))
-            if not names:
+            e = min(starts[i + 1], s + RECORD_CAP)
+            rec = buf[s:e]
+            matched: list[tuple[Signature, int]] = []
+            for k in sorted(cands[i]):
+                m = self._sigs[k].regex.search(rec)
+                if m is not None:
+                    matched.append((self._sigs[k], m.start()))
+            mine = [(p - s, name) for p, name in own.get(i, ())]
+            for k, hit in enumerate(judge_record(rec, orig[s:e], lines[i], matched, mine)):
+                out.append(((base + i, _RANK_ERR, k), hit))
+        return out
+
+
+class _Early:
+    """What ``_early_steps`` already emitted from the unfinished record: steps up to ``pos``, and the
+    positions of those with a non-finite loss or rate (their hits come with the complete record)."""
+
+    __slots__ = ("nan", "pos", "rate")
+
+    def __init__(self, pos: int, nan: list[int], rate: list[int]) -> None:
+        self.pos, self.nan, self.rate = pos, nan, rate
+
+
+_NO_EARLY = _Early(0, [], [])
+
+
+def judge_record(
+    rec: bytes, orig: bytes, line0: int, matched: list[tuple[Signature, int]], own: list[tuple[int, str]]
+) -> list[ErrorHit]:
+    """The hits of one record, judged per physical line (``\\n`` or ``\\r`` in ``orig``).
+
+    ``matched``: the signatures that match the record (with where); ``own``: (position, name) of the
+    parser's fatal hits. A benign signature vetoes a builtin or config hit only on the line both match;
+    a hit reports the first line it (still) stands on, with that line's text. Each name once per record.
+    """
+    segs = _segments(orig)
+    heads = [a for a, _ in segs]
+    found: list[tuple[int, int, str, Severity, str]] = []  # (segment, order, name, severity, origin)
+    order = 0
+    for p, name in own:
+        found.append((max(0, bisect_right(heads, p) - 1), order, name, _FATAL, "always"))
+        order += 1
+    on: list[list[int]] = []
+    for sig, at in matched:
+        if len(segs) == 1:
+            on.append([0])
+            continue
+        hit_segs = [j for j, (a, b) in enumerate(segs) if sig.regex.search(rec[a:b])]
+        # a match that spans a line break stands on the line where it starts
+        on.append(hit_segs or [max(0, bisect_right(heads, at) - 1)])
+    benign = {j for (sig, _), where in zip(matched, on, strict=True) if sig.origin == "benign" for j in where}
+    for (sig, _), where in zip(matched, on, strict=True):
+        if sig.origin in ("builtin", "config"):
+            where = [j for j in where if j not in benign]  # a benign line's wording must not fail a run
+            if not where:
                 continue
-            # one line, whitespace runs collapsed: the same for a log, its flattened or CRLF copy
-            text = " ".join(rec.decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
-            seen: set[str] = set()
-            for k, (name, sev, origin) in enumerate(names):
-                if name in seen:
-                    continue
-                seen.add(name)
-                out.append(((base + i, _RANK_ERR, k), ErrorHit(name, sev, text, lines[i], origin)))
-        return out
-
-    def _f_level(self, buf: bytes, starts: list[int], end: int, skip: frozenset[int]) -> set[int]:
-        """Records whose absl or TF/XLA header has level F (glog FATAL: the process aborts)."""
-        if self._nat is not None:
-            return self._nat.fatal_records(buf, starts, end, skip)
-        out: set[int] = set()
-        for regex in (d.F_GLOG, d.F_TF):
-            for m in regex.finditer(buf, 0, end):
-                h = m.start(1)
-                i = bisect_right(starts, h) - 1
-                if starts[i] == h and i not in skip:
-                    out.add(i)
-        return out
-
-    internal_errors = 0  # feeds whose unfinished record was dropped after an unexpected failure
-    _early_pos = 0  # steps of the unfinished record up to here were already emitted
-    _early_nonfinite = False
+        found.append((where[0], order, sig.name, sig.severity, sig.origin))
+        order += 1
+    found.sort()
+    out: list[ErrorHit] = []
+    seen: set[str] = set()
+    for j, _order, name, sev, origin in found:
+        if name in seen:
+            continue
+        seen.add(name)
+        a, b = segs[j]
+        # one line, whitespace runs collapsed: the same for a log and its CRLF copy
+        text = " ".join(rec[a:b].decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+        out.append(ErrorHit(name, sev, text, line0 + orig.count(b"\n", 0, a), origin))
+    return out
 
 
-_GLOG_LEVELS = frozenset(b"IWEF")
-_INF = float("inf")
-_NINF = float("-inf")
+def _segments(orig: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each non-empty physical line of a record as received; the whole record when it
+    holds no line break (a one-line record, or a flattened log)."""
+    segs: list[tuple[int, int]] = []
+    a = 0
+    for m in _LINE_BREAKS.finditer(orig):
+        if m.start() > a:
+            segs.append((a, m.start()))
+        a = m.end()
+    if a < len(orig):
+        segs.append((a, len(orig)))
+    return segs or [(0, len(orig))]
 
 
 def _merge(
@@ -306,72 +357,9 @@ def _merge(
     return out
 
 
-def _scan_steps_py(
-    buf: bytes, starts: list[int], lines: list[int], end: int, early: int, skip: frozenset[int]
-) -> tuple[list[LogEvent], list[int], list[int]]:
-    """Steps of ``buf[early:end]`` inside one record each, not in ``skip``: (events, records, records
-    with a non-finite loss). The reference for the C ``scan_steps``."""
-    steps: list[LogEvent] = []
-    recs: list[int] = []
-    nonfinite: list[int] = []
-    src_cache: dict[bytes, str] = {}
-    rampup = buf.find(b"[Rampup", 0, end) != -1  # spares most steps the two suffix checks
-    for m in d.STEP.finditer(buf, early, end):
-        p = m.start()
-        i = bisect_right(starts, p) - 1
-        if (skip and i in skip) or m.end() > starts[i + 1]:
-            continue
-        ev = _make_step(buf, m, starts[i], lines[i], rampup, src_cache)
-        if ev is None:
-            continue
-        steps.append(ev)
-        recs.append(i)
-        lossf = ev.loss
-        if lossf != lossf or lossf in (_INF, _NINF):
-            nonfinite.append(i)
-    return steps, recs, nonfinite
-
-
-def _make_step(
-    buf: bytes, m: re.Match[bytes], s: int, line: int, rampup: bool, src_cache: dict[bytes, str]
-) -> StepEvent | None:
-    """The StepEvent of one step-regex match in the record starting at ``s`` (None if a value is bad)."""
-    p = m.start()
-    st, sec, sl, tf, tok, tw, loss, ex = m.groups()
-    # absl header: the source is the last word before the first "] ", right before the step
-    if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2 and buf[s + 1 : s + 5].isdigit():
-        raw = buf[buf.rfind(b" ", s, p - 2) + 1 : p - 2]
-        source = src_cache.get(raw)
-        if source is None:
-            source = src_cache[raw] = d._src(raw)
-        stamp = None  # absl prints no year
-    else:
-        _lvl, source, stamp = d.header_info(buf[s:p])
-    kind = _TRAIN
-    if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
-        kind = _RAMPUP
-    try:
-        return StepEvent(
-            int(st),
-            float(loss),
-            line,
-            kind,
-            float(sec),
-            float(tf) if tf is not None else None,
-            float(tok) if tok is not None else None,
-            float(tw),
-            int(sl) if sl is not None else None,
-            d.step_extras(ex) if ex else {},
-            stamp,
-            source,
-        )
-    except ValueError:  # a value that is not a number: not a step line after all
-        return None
-
-
 def _recover(split: RecordSplitter) -> RecordSplitter:
     """After an internal failure, drop the unfinished record and go on with the next bytes."""
-    fresh = RecordSplitter(split._native)
+    fresh = RecordSplitter(split.scanner)
     fresh._line0 = split.newlines + 1
     fresh.newlines = split.newlines
     fresh.total_bytes = split.total_bytes

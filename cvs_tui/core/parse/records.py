@@ -1,11 +1,13 @@
 """Incremental record splitting for node logs, flattened or not.
 
 A *record* starts at a header (absl/glog, TF/XLA C++, python logging, `XPK Start/End:`, `EXIT_CODE=`,
-`Per train step`, `Traceback (most recent call last):`) that starts the stream or follows whitespace,
+`Per train step`, `Traceback (most recent call last):`, a step line printed without a log header) that
+starts the stream or follows whitespace,
 and runs to the next one; bare continuation lines belong to the record above them. Because a header
 only needs whitespace before it, a log whose newlines were turned into spaces splits into the same
 records. The splitter hands out *batches*: the complete records seen so far, in a normalised copy of
-the bytes (``\\n`` and ``\\r`` -> space, same length) plus the 1-based line where each record starts.
+the bytes (``\\n`` and ``\\r`` -> space, same length), the bytes as received (where the physical
+lines are) and the 1-based line where each record starts.
 
 Memory stays bounded: only the last, unfinished record is carried between feeds, and a record longer
 than ``RECORD_CAP`` keeps its first ``RECORD_CAP`` bytes (what the dialects see) plus a short tail in
@@ -17,11 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from cvs_tui.core.parse.dialects import HEADER_MAX, LITERAL_HEADERS, TIMED_HEADER
+from cvs_tui.core.parse.dialects import HEADER_MAX
 
 RECORD_CAP = 64 * 1024
 _TAIL = 2 * HEADER_MAX
-_WS = frozenset(b" \t\x0b\x0c")
 
 
 @dataclass(slots=True)
@@ -32,6 +33,7 @@ class Batch:
     starts: list[int]
     end: int
     lines: list[int]  # 1-based line of each record start (len(starts) - 1 entries)
+    orig: bytes  # the same bytes as received (same length and positions as buf)
 
 
 def _normalise(data: bytes) -> bytes:
@@ -40,32 +42,12 @@ def _normalise(data: bytes) -> bytes:
     return data.replace(b"\n", b" ")
 
 
-def find_headers_py(norm: bytes, pos: int) -> list[int]:
-    """Record starts (> 0, ascending) of the headers found from ``pos`` on (a timed header is anchored on
-    its hour's colon, so its start may lie up to HEADER_MAX bytes before ``pos``): the reference for the C
-    ``find_headers``."""
-    found = [m.start(m.lastindex or 0) for m in TIMED_HEADER.finditer(norm, pos)]
-    extra: list[int] = []
-    for lit, regex in LITERAL_HEADERS:
-        if norm.find(lit, pos) == -1:
-            continue
-        for m in regex.finditer(norm, pos):
-            p = m.start()
-            if norm[p - 1] in _WS:
-                extra.append(p)
-    if extra:
-        found = sorted(set(found).union(extra))
-    if found and found[0] == 0:
-        found = found[1:]
-    return found
-
-
 class RecordSplitter:
-    """``native``: the C scanner module (see ``accel``), or None for the pure-Python path."""
+    """``scanner``: the byte scanner module, ``_native`` or ``_pyscan`` (see ``accel``)."""
 
-    def __init__(self, native: ModuleType | None = None) -> None:
-        self._native = native
-        self._headers = native.find_headers if native is not None else find_headers_py
+    def __init__(self, scanner: ModuleType) -> None:
+        self.scanner = scanner
+        self._headers = scanner.find_headers
         self._orig = b""  # the unfinished record as received (for line counting)
         self._norm = b""  # the same, normalised
         self._line0 = 1  # line of self._orig[0]
@@ -94,7 +76,7 @@ class RecordSplitter:
         lines = self._lines(orig, [0, *found])
         # carry the unfinished record
         self._line0 = lines.pop()
-        batch = Batch(norm, [0, *found], last, lines)
+        batch = Batch(norm, [0, *found], last, lines, orig)
         self._drop_nl = 0
         self._dropped = False
         self._scanned = len(norm) - last
@@ -107,7 +89,7 @@ class RecordSplitter:
             return None
         orig, norm = self._orig, self._norm
         first, self._line0 = self._lines(orig, [0, len(orig)])
-        batch = Batch(norm, [0, len(norm)], len(norm), [first])
+        batch = Batch(norm, [0, len(norm)], len(norm), [first], orig)
         self._orig = self._norm = b""
         self._drop_nl = 0
         self._dropped = False
@@ -130,8 +112,8 @@ class RecordSplitter:
     # -----------------------------------------------------------------------------------------------------
     def _lines(self, orig: bytes, positions: list[int]) -> list[int]:
         """The line of each position (ascending) in the unfinished record followed by the new bytes."""
-        if self._native is not None and not self._dropped:
-            return self._native.record_lines(orig, positions, self._line0)
+        if not self._dropped:
+            return self.scanner.record_lines(orig, positions, self._line0)
         out: list[int] = []
         line = self._line0
         prev = 0

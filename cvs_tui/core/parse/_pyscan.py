@@ -1,0 +1,210 @@
+"""The parser's byte scanning in pure Python: the twin of the C module ``_native`` (same names, same answers).
+
+``accel.scanner`` is one of the two modules; the parser calls only the functions below, so it has no
+branch on which one runs. This module is the reference the C code is tested against (``tests/
+test_parse_native.py`` compares them on real and fuzzed logs) and what runs where ``_native`` is not
+built or ``CVS_TUI_PURE_PARSER=1`` turns it off. ``_native.pyi`` states the shared signatures.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Collection
+
+from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.parse import dialects as d
+
+_WS = frozenset(b" \t\x0b\x0c")
+_GLOG_LEVELS = frozenset(b"IWEF")
+_INF = float("inf")
+_NINF = float("-inf")
+
+# what configure() hands over (the C module fills its StepEvents the same way)
+_step_cls: type[StepEvent] = StepEvent
+_kind_train: StepKind = StepKind.TRAIN
+_kind_rampup: StepKind = StepKind.RAMPUP
+_src_fn: Callable[[bytes], str] | None = None
+_header_fn: Callable[[bytes], tuple[str | None, str | None, float | None]] | None = None
+
+
+def configure(
+    step_cls: type[StepEvent],
+    train_kind: StepKind,
+    rampup_kind: StepKind,
+    src_fn: Callable[[bytes], str],
+    header_info_fn: Callable[[bytes], tuple[str | None, str | None, float | None]],
+) -> None:
+    """What ``scan_steps`` builds with: the step class, its two kinds and the header readers."""
+    global _step_cls, _kind_train, _kind_rampup, _src_fn, _header_fn
+    _step_cls, _kind_train, _kind_rampup = step_cls, train_kind, rampup_kind
+    _src_fn, _header_fn = src_fn, header_info_fn
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Record headers and line numbers
+# ---------------------------------------------------------------------------------------------------------
+def find_headers(norm: bytes, pos: int) -> list[int]:
+    """Record starts (> 0, ascending) of the headers found from ``pos`` on (a timed header is anchored on
+    its hour's colon, so its start may lie up to HEADER_MAX bytes before ``pos``)."""
+    found = [m.start(m.lastindex or 0) for m in d.TIMED_HEADER.finditer(norm, pos)]
+    extra: list[int] = []
+    for lit, regex in d.LITERAL_HEADERS:
+        if norm.find(lit, pos) == -1:
+            continue
+        for m in regex.finditer(norm, pos):
+            p = m.start()
+            if norm[p - 1] in _WS:
+                extra.append(p)
+    for lit in d.BARE_STEP_HEADERS:
+        p = norm.find(lit, max(pos, 1))
+        while p != -1:
+            if norm[p - 1] in _WS and _bare_step_starts(norm, p):
+                extra.append(p)
+            p = norm.find(lit, p + 1)
+    if extra:
+        found = sorted(set(found).union(extra))
+    if found and found[0] == 0:
+        found = found[1:]
+    return found
+
+
+def _bare_step_starts(norm: bytes, p: int) -> bool:
+    """A header-less step line starts a record unless what precedes it (at most BARE_STEP_LOOKBACK blanks
+    skipped) ends a log header (``]``, python logging's ``:``) or the rampup tag (``,`` / ``]``)."""
+    q = p - 1
+    stop = p - 1 - d.BARE_STEP_LOOKBACK
+    while q >= 0 and norm[q] in _WS:
+        q -= 1
+        if q == stop:
+            return True
+    return q < 0 or norm[q] not in d.BARE_STEP_NOT_AFTER
+
+
+def record_lines(orig: bytes, starts: list[int], line0: int) -> list[int]:
+    """``line0`` plus the newlines of ``orig`` before each position (ascending)."""
+    out: list[int] = []
+    line = line0
+    prev = 0
+    for s in starts:
+        s = min(max(s, prev), len(orig))
+        line += orig.count(b"\n", prev, s)
+        out.append(line)
+        prev = s
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Steps and F-level headers
+# ---------------------------------------------------------------------------------------------------------
+def scan_steps(
+    buf: bytes, starts: list[int], lines: list[int], end: int, early: int, skip: Collection[int]
+) -> tuple[list[StepEvent], list[int], list[int], list[int]]:
+    """Steps of ``buf[early:end]`` inside one record each, not in ``skip``: (events, the record of each,
+    positions of steps with a non-finite loss, positions of steps with a non-finite TFLOP/s or Tokens/s).
+
+    A match that ends at ``end`` is not a step: its last value may go on past what is here (a stream cut
+    inside ``loss: 7.188`` reads ``loss: 7.``), and a complete record always ends in whitespace."""
+    steps: list[StepEvent] = []
+    recs: list[int] = []
+    nonfinite: list[int] = []
+    bad_rate: list[int] = []
+    src_cache: dict[bytes, str] = {}
+    rampup = buf.find(b"[Rampup", 0, end) != -1  # spares most steps the two suffix checks
+    for m in d.STEP.finditer(buf, early, end):
+        p = m.start()
+        i = bisect_right(starts, p) - 1
+        if (skip and i in skip) or m.end() > starts[i + 1] or m.end() == end:
+            continue
+        ev = make_step(buf, m, starts[i], lines[i], rampup, src_cache)
+        if ev is None:
+            continue
+        steps.append(ev)
+        recs.append(i)
+        if not_finite(ev.loss):
+            nonfinite.append(p)
+        if not_finite(ev.tflops_per_device) or not_finite(ev.tokens_per_device):
+            bad_rate.append(p)
+    return steps, recs, nonfinite, bad_rate
+
+
+def not_finite(x: float | None) -> bool:
+    return x is not None and (x != x or x in (_INF, _NINF))
+
+
+def make_step(
+    buf: bytes, m: re.Match[bytes], s: int, line: int, rampup: bool, src_cache: dict[bytes, str]
+) -> StepEvent | None:
+    """The StepEvent of one step-regex match in the record starting at ``s`` (None if a value is bad)."""
+    p = m.start()
+    st, sec, sl, tf, tok, tw, loss, ex = m.groups()
+    src_fn = _src_fn or d.source_of
+    # absl header: the source is the last word before the first "] ", right before the step
+    if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2 and buf[s + 1 : s + 5].isdigit():
+        raw = buf[buf.rfind(b" ", s, p - 2) + 1 : p - 2]
+        source = src_cache.get(raw)
+        if source is None:
+            source = src_cache[raw] = src_fn(raw)
+        stamp = None  # absl prints no year
+    else:
+        _lvl, source, stamp = (_header_fn or d.header_info)(buf[s:p])
+    kind = _kind_train
+    if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
+        kind = _kind_rampup
+    try:
+        return _step_cls(
+            int(st),
+            float(loss),
+            line,
+            kind,
+            float(sec),
+            float(tf) if tf is not None else None,
+            float(tok) if tok is not None else None,
+            float(tw),
+            int(sl) if sl is not None else None,
+            d.step_extras(ex) if ex else {},
+            stamp,
+            source,
+        )
+    except ValueError:  # a value that is not a number: not a step line after all
+        return None
+
+
+def fatal_records(buf: bytes, starts: list[int], end: int, skip: Collection[int]) -> set[int]:
+    """Records (not in ``skip``) whose absl or TF/XLA header has level F (glog FATAL: the process aborts)."""
+    out: set[int] = set()
+    for regex in (d.F_GLOG, d.F_TF):
+        for m in regex.finditer(buf, 0, end):
+            h = m.start(1)
+            i = bisect_right(starts, h) - 1
+            if starts[i] == h and i not in skip:
+                out.add(i)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Literals
+# ---------------------------------------------------------------------------------------------------------
+class LiteralScanner:
+    """Which records hold which literals (ASCII case folded), by one ``bytes.find`` loop per literal on a
+    lower-cased copy. (An Aho-Corasick automaton, pyahocorasick, measured no faster here: the parser's
+    literals are few and ``bytes.find`` is a C loop.)"""
+
+    def __init__(self, literals: Collection[bytes]) -> None:
+        if any(not isinstance(lit, bytes) for lit in literals):
+            raise TypeError("literals must be bytes")
+        self.literals: list[bytes] = list(dict.fromkeys(lit for lit in literals if lit))
+
+    def find(self, text: bytes, starts: list[int], end: int) -> dict[int, set[int]]:
+        """literal index -> record indexes, for records of ``text[:end]`` (record i = starts[i]..starts[i+1]).
+
+        A literal that straddles two records is attributed to the one it starts in."""
+        text = text[:end].lower()
+        out: dict[int, set[int]] = {}
+        for k, lit in enumerate(self.literals):
+            pos = text.find(lit)
+            while pos != -1:
+                i = bisect_right(starts, pos) - 1
+                out.setdefault(k, set()).add(i)
+                pos = text.find(lit, starts[i + 1]) if i + 1 < len(starts) else -1
+        return out
