@@ -241,7 +241,7 @@ class NodeLauncher:
                         f"node {rank} ({host}): cannot create {', '.join(dirs)}: {r.err.strip()[:200]}"
                     )
                 else:
-                    out += _low_space(rank, host, r.out)
+                    out += _low_space(rank, host, r.out, self.opt.min_free_bytes)
             except (TransportError, Exception) as exc:
                 out.append(f"node {rank} ({host}): {exc}")
             return out
@@ -371,14 +371,14 @@ class NodeLauncher:
         return out[:-1]
 
 
-def _low_space(rank: int, host: str, df_out: str) -> list[str]:
-    """Problem lines for the ``df -Pk`` rows with less than MIN_FREE_BYTES available."""
+def _low_space(rank: int, host: str, df_out: str, need: int = MIN_FREE_BYTES) -> list[str]:
+    """Problem lines for the ``df -Pk`` rows with less than ``need`` bytes available."""
     out = []
     for line in df_out.splitlines()[1:]:
         cols = line.split()
-        if len(cols) >= 4 and cols[3].isdigit() and int(cols[3]) * 1024 < MIN_FREE_BYTES:
+        if len(cols) >= 4 and cols[3].isdigit() and int(cols[3]) * 1024 < need:
             out.append(
                 f"node {rank} ({host}): only {int(cols[3]) >> 10} MiB free on {cols[-1]}; "
-                f"need {MIN_FREE_BYTES >> 20} MiB for the run's output"
+                f"need {need >> 20} MiB for the run's output"
             )
     return out

@@ -19,4 +19,5 @@ class RunOptions:
     connect_timeout_s: float = 30.0
     command_timeout_s: float = 120.0
     setup_timeout_s: float = 1800.0  # branch checkout + install command, tokenizer download
-    resume: Path | None = None  # a run folder whose completed runs are kept
+    resume: Path | None = None  # a run folder whose completed runs are judged again and kept
+    min_free_bytes: int = MIN_FREE_BYTES  # free space preflight wants in the run folder and on each node
