@@ -42,7 +42,8 @@ def test_a_trainer_that_ignores_sigterm_is_killed_and_judged_hung(tmp_path: Path
 @pytest.mark.parametrize("ends", ["exits", "hangs"])
 def test_children_that_call_setsid_are_stopped_too(tmp_path: Path, ends: str) -> None:
     tag = f"escaped_{tmp_path.name}"
-    spawn = f"setsid sh -c 'exec -a {tag} sleep 300' </dev/null >/dev/null 2>&1 &\n"
+    # the child's own command line carries the tag (no `exec`: dash has no `exec -a`)
+    spawn = f"setsid sh -c 'sleep 300; : {tag}' </dev/null >/dev/null 2>&1 &\n"
     last = "exit 0\n" if ends == "exits" else "while :; do sleep 1; done\n"
     s = fault_setup(tmp_path, f"header\n{spawn}steps 0 8\n{last}", steps=8)
     try:
@@ -55,6 +56,7 @@ def test_children_that_call_setsid_are_stopped_too(tmp_path: Path, ends: str) ->
         for rank in (0, 1):
             assert s.copied_log(rank).read_bytes() == s.node_log(rank).read_bytes()
         assert pgrep(tag) == [] and left_running(s) == []
+        assert b"completed step: 7" in s.node_log(0).read_bytes()  # the child was spawned before
     finally:
         for line in pgrep(tag):  # only when the test failed: stop what the double left
             os.kill(int(line.split()[0]), signal.SIGKILL)
