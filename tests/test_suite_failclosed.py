@@ -329,3 +329,17 @@ def test_ctrl_c_while_the_launcher_probes_leaves_no_trainer(tmp_path: Path) -> N
         for line in pgrep(str(s.root)):
             os.kill(int(line.split()[0]), signal.SIGKILL)
         remove_scratch_tree(s)
+
+
+@infra_only
+@pytest.mark.parametrize("flag", ["--hang-min", "--compile-allowance", "--hang-factor"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_non_finite_watchdog_limits_are_refused(tmp_path: Path, flag: str, value: str) -> None:
+    s = fault_setup(tmp_path, CLEAN)
+    try:
+        p = cli(s, flag, value)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert p.stderr.count("\n") == 1 and flag in p.stderr and "finite" in p.stderr, p.stderr
+        assert not (s.out / "results.json").exists()  # refused before anything ran
+    finally:
+        remove_scratch_tree(s)
