@@ -276,9 +276,13 @@ class Results(_Model):
 
     @property
     def passed(self) -> bool:
-        if any(s.state == "failed" for s in self.stages):
-            return False
-        return bool(self.runs or self.stages) and all(r.status == "PASS" for r in self.runs)
+        """Re-derived from the records, never from one status field: at least one run, every run complete
+        with status PASS, no FAIL verdict, every gated verdict PASS, every stage passed or skipped."""
+        if not self.runs:
+            return False  # nothing judged never passes
+        if any(s.state not in ("passed", "skipped") for s in self.stages):
+            return False  # failed, or left running/pending: the suite did not finish
+        return all(run_passed(r) for r in self.runs)
 
     @property
     def failures(self) -> list[str]:
@@ -289,13 +293,35 @@ class Results(_Model):
             for s in self.stages
             if s.state == "failed" and s.name not in wrapped
         ]
+        out += [f"stage {s.name}: left {s.state}" for s in self.stages if s.state in ("running", "pending")]
         for r in self.runs:
             if r.outcome != "complete":
                 out.append(f"run {r.key}: {r.outcome}: {r.reason}")
             out += [f"run {r.key}: {v.message}" for v in r.verdicts if v.status == "FAIL"]
-        if not self.runs and not self.stages:
-            out.append("nothing was run")
+            out += [
+                f"run {r.key}: {v.metric} is gated but {v.status}: {v.message or v.actual_text}"
+                for v in r.verdicts
+                if v.gated and v.status not in ("PASS", "FAIL")
+            ]
+            if (
+                r.outcome == "complete"
+                and r.status != "PASS"
+                and not any(v.status == "FAIL" for v in r.verdicts)
+            ):
+                out.append(f"run {r.key}: status {r.status}")
+        if not self.runs:
+            out.append("no run was judged")
         return out
+
+
+def run_passed(r: RunRecord) -> bool:
+    """One run passes when it completed, says PASS, has no FAIL verdict and every gated verdict is PASS."""
+    return (
+        r.outcome == "complete"
+        and r.status == "PASS"
+        and not any(v.status == "FAIL" for v in r.verdicts)
+        and all(v.status == "PASS" for v in r.verdicts if v.gated)
+    )
 
 
 def write_results(results: Results, path: str | os.PathLike[str]) -> Path:

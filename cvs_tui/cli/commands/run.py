@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import sys
 from pathlib import Path
@@ -109,8 +110,8 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
         ("--hang-factor", args.hang_factor),
         ("--hang-min", args.hang_min),
     ):
-        if value <= 0:
-            raise UserError(f"{name}: {value:g} must be greater than 0")
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"{name}: {value:g} must be a finite number greater than 0")
     run_dir = Path(plan.out_dir)
     if args.resume and not run_dir.is_dir():
         raise UserError(f"--resume {run_dir}: no such run folder")

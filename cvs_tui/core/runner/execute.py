@@ -6,12 +6,21 @@ every event goes onto the bus (front-ends, events.jsonl) and into the run state.
 (every rank exited 0), failed (a fatal signature or NaN on any rank, a non-zero exit, a node lost: the
 first rank to fail is the root cause) or hung, as :func:`.watchdog.decide` says. The judge (the same
 code `analyze` uses) makes the run's record.
+
+Fail-closed details: a rank's exit status comes only from the launcher's ``<log>.exit`` file (polled;
+an ``EXIT_CODE=`` line in the log only makes the poll come sooner, since a trainer can print one);
+a reader that dies or a write to the run folder that fails (a full disk) ends the run as failed at
+once; every rank is stopped at the end of every run, also one that exited (its leftovers). Memory per
+rank stays bounded: an unfinished line is kept up to ``RECORD_CAP`` bytes (the rest of it is dropped
+and counted, as the parser does), and benign warning hits past ``WARNINGS_KEPT`` are counted, not kept
+(the judge only counts them) nor published.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +29,6 @@ from pathlib import Path
 
 from cvs_tui.core.events import (
     ErrorHit,
-    ExitCodeEvent,
     LogEvent,
     LogLinesEvent,
     NodeLogEvent,
@@ -45,6 +53,7 @@ from cvs_tui.core.health.model import (
 )
 from cvs_tui.core.health.model import failure_reason as health_failure_reason
 from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import RunRecord
 from cvs_tui.core.runner import judging
@@ -52,10 +61,12 @@ from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
 
-_EXIT_LINE = re.compile(r"EXIT_CODE=(-?\d+)")
+_EXIT_HINT = re.compile(r"(?<!\S)EXIT_CODE=-?\d+\s*$")  # a hint to read <log>.exit now, never the status
 _LINES_BATCH = 200  # raw lines per LogLinesEvent at most
 TICK_S = 0.25  # how often the watchdog looks
+EXIT_POLL_S = 1.0  # how often each running rank's <log>.exit is read
 STOP_WAIT_S = 20.0  # how long stopped ranks get to log their exit
+WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the rest are only counted
 
 
 @dataclass
@@ -65,9 +76,12 @@ class RankLog:
     watch: NodeWatch
     local_log: Path
     parser: NodeLogParser
-    events: list[LogEvent] = field(default_factory=list)  # everything parsed: what the judge judges
+    events: list[LogEvent] = field(default_factory=list)  # what the judge judges (warnings capped)
     lines: int = 0
-    partial: bytes = b""
+    partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
+    cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
+    warnings: int = 0  # warning hits seen
+    dropped_warnings: int = 0  # warning hits past WARNINGS_KEPT (counted, not kept)
 
 
 class RunExecution:
@@ -101,6 +115,8 @@ class RunExecution:
         self.windows: list[RunWindow] = []
         self._current: tuple[str, float, list[RankLog], dict[int, list[tuple[int, float]]]] | None = None
         self.health_findings: dict[str, list[HealthFinding]] = {}
+        self.local_error: str | None = None  # a write to the run folder failed: the run must stop
+        self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
 
     async def stop_active(self) -> None:
         if self.job is not None and self.active:
@@ -110,11 +126,9 @@ class RunExecution:
     async def execute(self, pr: PlannedRun) -> RunRecord:
         started = self.clock()
         local_dir = self.run_dir / "logs" / pr.slug
-        local_dir.mkdir(parents=True, exist_ok=True)
         ranks: list[RankLog] = []
         for n in self.plan.nodes:
             local = local_dir / f"node{n.rank}.log"
-            local.write_bytes(b"")
             ranks.append(
                 RankLog(
                     watch=NodeWatch(rank=n.rank, host=n.host, last_progress=started),
@@ -129,6 +143,14 @@ class RunExecution:
         )
         # the run's window opens now: a kernel line while the ranks start belongs to it (before step 1)
         self._current = (pr.key, started, ranks, {r.watch.rank: [] for r in ranks})
+        try:
+            local_dir.mkdir(parents=True, exist_ok=True)
+            for r in ranks:
+                r.local_log.write_bytes(b"")
+        except OSError as exc:
+            self._local_failed(exc, local_dir)
+            why = self.local_error or str(exc)
+            return self._finalize(pr, ranks, Verdict(RunOutcome.FAILED, why, None, started), started)
         try:
             self.job = await self.launcher.start(pr)
         except LaunchFailed as exc:
@@ -159,11 +181,16 @@ class RunExecution:
     # -- watching ----------------------------------------------------------------------------------------
     async def _watch(self, pr: PlannedRun, job: Job, ranks: list[RankLog]) -> Verdict:
         readers = [asyncio.create_task(self._follow(pr, job, r)) for r in ranks]
+        poller = asyncio.create_task(self._poll_exits(pr, job, ranks))
         watches = [r.watch for r in ranks]
         verdict: Verdict | None = None
         try:
             while True:
                 await asyncio.sleep(TICK_S)
+                broken = self._broken(readers, poller)
+                if broken is not None and (verdict is None or verdict.outcome is not RunOutcome.FAILED):
+                    verdict = Verdict(RunOutcome.FAILED, broken, None, self.clock())
+                    break
                 verdict, stop = decide(watches, self.clock(), self.opt, verdict)
                 if stop:
                     break
@@ -171,26 +198,54 @@ class RunExecution:
                 self._node_status(pr.key, verdict.root, NodeState.HUNG, verdict.reason)
         finally:
             await self._stop_still_running(pr, job, watches)
+            poller.cancel()
             for r in ranks:
                 job.stop_following(r.watch.rank)
-            await asyncio.gather(*readers, return_exceptions=True)
+            await asyncio.gather(*readers, poller, return_exceptions=True)
             for r in ranks:
                 await self._drain(pr, job, r)
         return verdict or Verdict(RunOutcome.COMPLETE, "", None, self.clock())
 
+    def _broken(self, readers: Sequence[asyncio.Task[None]], poller: asyncio.Task[None]) -> str | None:
+        """Why the run cannot be followed any more (the run folder cannot be written, a reader died)."""
+        if self.local_error is not None:
+            return self.local_error
+        for rank, t in enumerate([*readers, poller]):
+            if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                who = f"following node {rank}" if rank < len(readers) else "reading the exit statuses"
+                return f"cvs-tui error {who}: {type(exc).__name__}: {exc}"
+        return None
+
+    async def _poll_exits(self, pr: PlannedRun, job: Job, ranks: list[RankLog]) -> None:
+        """Reads each running rank's recorded exit status (the launcher's ``.exit`` file) until all exited."""
+
+        async def one(w: NodeWatch) -> None:
+            try:
+                code = await job.exit_status(w.rank)
+            except Exception:
+                return
+            if code is not None and w.exit_code is None:
+                self._exited(pr, w, code)
+
+        while True:
+            self._exit_now.clear()
+            await asyncio.gather(*(one(r.watch) for r in ranks if not r.watch.done))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit_now.wait(), EXIT_POLL_S)
+
     async def _stop_still_running(self, pr: PlannedRun, job: Job, watches: Sequence[NodeWatch]) -> None:
+        """Stop every rank: the running ones as victims, the exited ones for whatever they left behind."""
         still = [w for w in watches if not w.done]
-        if not still:
-            return
         for w in still:
             w.stopping = True  # their exit status is ours (TERM), not a failure of theirs
-        await job.cancel([w.rank for w in still])
+        await job.cancel([w.rank for w in watches if not w.lost])
         for w in still:
             if w.state is not NodeState.STOPPED:
                 w.state = NodeState.STOPPED
                 self._node_status(pr.key, w.rank, NodeState.STOPPED, "stopped by cvs-tui")
         end = self.clock() + STOP_WAIT_S
         while self.clock() < end and any(not w.done for w in still):
+            self._exit_now.set()
             await asyncio.sleep(0.2)
 
     async def _follow(self, pr: PlannedRun, job: Job, r: RankLog) -> None:
@@ -198,7 +253,7 @@ class RunExecution:
         try:
             async for chunk in job.follow(w.rank):
                 self._ingest(pr, r, chunk)
-                if w.exit_code is not None:
+                if w.exit_code is not None or self.local_error is not None:
                     return
         except NodeLost as exc:
             w.lost = str(exc)
@@ -206,7 +261,7 @@ class RunExecution:
 
     async def _drain(self, pr: PlannedRun, job: Job, r: RankLog) -> None:
         """After the reader stopped: whatever the node wrote since (its last lines, EXIT_CODE)."""
-        if r.watch.lost:
+        if r.watch.lost or self.local_error is not None:
             return
         with contextlib.suppress(NodeLost):
             rest = await job.read_rest(r.watch.rank)
@@ -214,27 +269,35 @@ class RunExecution:
                 self._ingest(pr, r, rest)
 
     # -- ingesting ---------------------------------------------------------------------------------------
+    def _local_failed(self, exc: OSError, path: Path) -> None:
+        if self.local_error is None:
+            what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+            self.local_error = f"run folder: {what} (writing {path})"
+
     def _ingest(self, pr: PlannedRun, r: RankLog, chunk: bytes) -> None:
         w = r.watch
-        with r.local_log.open("ab") as fh:
-            fh.write(chunk)
-        data = r.partial + chunk
-        cut = data.rfind(b"\n")
-        if cut >= 0:
-            complete, r.partial = data[: cut + 1], data[cut + 1 :]
-            lines = complete.decode("utf-8", "replace").split("\n")[:-1]
-            for i in range(0, len(lines), _LINES_BATCH):
-                batch = tuple(lines[i : i + _LINES_BATCH])
-                self.emit(LogLinesEvent(run=pr.key, node=w.rank, first_line=r.lines + i + 1, lines=batch))
-            r.lines += len(lines)
-            # The launcher's own last line: the parser holds a record until the next one starts, so the
-            # exit is taken from the raw line at once.
-            if w.exit_code is None and lines and (m := _EXIT_LINE.fullmatch(lines[-1].strip())):
-                self._exited(pr, w, int(m.group(1)))
-        else:
-            r.partial = data
+        if self.local_error is not None:
+            return  # the copy can no longer be kept byte for byte: the run is being stopped
+        try:
+            with r.local_log.open("ab") as fh:
+                fh.write(chunk)
+        except OSError as exc:
+            self._local_failed(exc, r.local_log)
+            return
+        lines = self._split(r, chunk)
+        for i in range(0, len(lines), _LINES_BATCH):
+            batch = tuple(lines[i : i + _LINES_BATCH])
+            self.emit(LogLinesEvent(run=pr.key, node=w.rank, first_line=r.lines + i + 1, lines=batch))
+        r.lines += len(lines)
+        if w.exit_code is None and lines and _EXIT_HINT.search(lines[-1]):
+            self._exit_now.set()  # the launcher's last line, or a trainer's imitation: read .exit
         now = self.clock()
         for ev in r.parser.feed(chunk):
+            if isinstance(ev, ErrorHit) and ev.severity is not Severity.FATAL:
+                r.warnings += 1
+                if r.warnings > WARNINGS_KEPT:
+                    r.dropped_warnings += 1
+                    continue
             r.events.append(ev)
             self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
             if isinstance(ev, StepEvent):
@@ -244,13 +307,35 @@ class RunExecution:
                 if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
                     w.state = NodeState.TRAINING
                     self._node_status(pr.key, w.rank, NodeState.TRAINING)
-            elif isinstance(ev, ErrorHit | NonFiniteAbortEvent) and w.first_fatal_at is None:
-                if isinstance(ev, NonFiniteAbortEvent) or ev.severity is Severity.FATAL:
-                    w.on_fatal(ev.line, now)
-                    w.state = NodeState.FAILED
-                    self._node_status(pr.key, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
-            elif isinstance(ev, ExitCodeEvent) and w.exit_code is None:
-                self._exited(pr, w, ev.code)
+            elif (
+                isinstance(ev, NonFiniteAbortEvent)
+                or (isinstance(ev, ErrorHit) and ev.severity is Severity.FATAL)
+            ) and w.first_fatal_at is None:
+                w.on_fatal(ev.line, now)
+                w.state = NodeState.FAILED
+                self._node_status(pr.key, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
+
+    @staticmethod
+    def _split(r: RankLog, chunk: bytes) -> list[str]:
+        """The complete lines ``chunk`` finishes, each at most RECORD_CAP bytes (the rest is dropped and
+        said so); the unfinished tail is kept in ``r.partial``, capped the same way."""
+        first = chunk.find(b"\n")
+        if first < 0:
+            room = RECORD_CAP - len(r.partial)
+            r.partial += chunk[: max(room, 0)]
+            r.cut += len(chunk) - max(min(room, len(chunk)), 0)
+            return []
+        room = max(RECORD_CAP - len(r.partial), 0)
+        head, r.cut = r.partial + chunk[:first][:room], r.cut + max(first - room, 0)
+        raw = [_capped(head, r.cut)]
+        last = chunk.rfind(b"\n")
+        if last > first:
+            raw += [
+                _capped(ln[:RECORD_CAP], len(ln) - RECORD_CAP) for ln in chunk[first + 1 : last].split(b"\n")
+            ]
+        tail = chunk[last + 1 :]
+        r.partial, r.cut = tail[:RECORD_CAP], max(len(tail) - RECORD_CAP, 0)
+        return [b.decode("utf-8", "replace") for b in raw]
 
     def _exited(self, pr: PlannedRun, w: NodeWatch, code: int) -> None:
         w.exit_code = code
@@ -324,6 +409,13 @@ class RunExecution:
             # codes), so the watchdog's root cause and reason stand
             rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
             rec.reason, rec.root_cause_node = verdict.reason, root
+        for r in ranks:
+            if r.dropped_warnings and r.watch.rank < len(rec.nodes):
+                rec.nodes[r.watch.rank].warnings += r.dropped_warnings
+                rec.notes.append(
+                    f"node {r.watch.rank}: {r.dropped_warnings} more warning hits counted, not kept "
+                    f"(the first {WARNINGS_KEPT} are)"
+                )
         for verdict_ev in judging.run_verdict_events(rec):
             self.emit(verdict_ev)
         self.emit(
@@ -340,3 +432,8 @@ class RunExecution:
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
         self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=self.clock()))
+
+
+def _capped(line: bytes, cut: int) -> bytes:
+    """A line as shown, with how much of it was dropped (a line longer than RECORD_CAP)."""
+    return line + f" [... {cut} more bytes not shown]".encode() if cut > 0 else line

@@ -11,8 +11,13 @@ session), so it survives the SSH channel that started it. What it guarantees:
   ``module:pkg.mod`` entry (probed with importlib) runs as ``python -m pkg.mod``;
 * the trainer runs in its own process group (``setsid``) with stdout and stderr merged and appended to
   the node log; its pgid goes to ``<log>.pid`` so teardown can stop the whole group;
-* the trainer's real exit status (128+N after signal N) goes to ``<log>.exit`` and, as the log's last
-  line, ``EXIT_CODE=<n>``: a crash that prints no known error line is still seen as a failure.
+* the trainer's real exit status (128+N after signal N) goes, as the log's last line, ``EXIT_CODE=<n>``
+  (on a line of its own even when the trainer's output did not end in a newline) and then to
+  ``<log>.exit``: a crash that prints no known error line is still seen as a failure, and once the
+  ``.exit`` file exists the log is complete. Only the ``.exit`` file is the exit status: a trainer can
+  print ``EXIT_CODE=0`` itself;
+* a ``<log>.cancel`` file (written by :func:`kill_group_command`) stops the launcher before it starts
+  the trainer, and makes it stop a trainer it started just as the flag appeared.
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ def exit_file(log_path: str) -> str:
 
 def pid_file(log_path: str) -> str:
     return f"{log_path}.pid"
+
+
+def cancel_file(log_path: str) -> str:
+    return f"{log_path}.cancel"
+
+
+JOB_TOKEN_ENV = "CVS_TUI_JOB"  # a per-rank nonce in the trainer's environment: how its processes are found
+RC_CANCELLED = 143  # as if TERM had stopped the trainer
 
 
 @dataclass(frozen=True)
@@ -92,9 +105,13 @@ def build_launcher(spec: LaunchSpec) -> str:
         f"PID_FILE={_q(pid_file(spec.log_path))}",
         'rm -f -- "$EXIT_FILE" "$PID_FILE"',
         'mkdir -p -- "$(dirname -- "$LOG")" || exit 2',
+        f"CANCEL_FILE={_q(cancel_file(spec.log_path))}",
+        # the EXIT_CODE line first, on a line of its own, then the .exit file: once that file exists
+        # the log is complete
         "finish() {",
-        '  printf \'%s\\n\' "$1" > "$EXIT_FILE.tmp" && mv -f -- "$EXIT_FILE.tmp" "$EXIT_FILE"',
+        '  if [ -s "$LOG" ] && [ -n "$(tail -c 1 -- "$LOG")" ]; then printf \'\\n\' >> "$LOG"; fi',
         '  printf \'EXIT_CODE=%s\\n\' "$1" >> "$LOG"',
+        '  printf \'%s\\n\' "$1" > "$EXIT_FILE.tmp" && mv -f -- "$EXIT_FILE.tmp" "$EXIT_FILE"',
         '  exit "$1"',
         "}",
         "fail() {",
@@ -135,15 +152,21 @@ def build_launcher(spec: LaunchSpec) -> str:
     listed = ", ".join(spec.train_script_paths)
     for i, (cond, run) in enumerate(branches):
         lines.append(f"{'if' if i == 0 else 'elif'} {cond}; then {run}")
+    why = _q("cancelled by cvs-tui before the trainer started")
+    cancelled = f'[ -e "$CANCEL_FILE" ] && fail {why} {RC_CANCELLED}'
     lines.append(
-        f"else fail {_q('none of train_script_paths exist on this node: ' + listed)} {RC_NO_TRAIN_SCRIPT}"
+        f"else {cancelled}; fail {_q('none of train_script_paths exist on this node: ' + listed)} "
+        f"{RC_NO_TRAIN_SCRIPT}"
     )
     lines.append("fi")
     lines += [
+        cancelled,
         # Own process group (pgid = pid): teardown stops the trainer and everything it started at once.
         'setsid "$@" >> "$LOG" 2>&1 < /dev/null &',
         "TRAINER=$!",
         'printf \'%s\\n\' "$TRAINER" > "$PID_FILE"',
+        # a cancel that came while it started: the stopper may have looked before the trainer existed
+        '[ -e "$CANCEL_FILE" ] && kill -TERM "-$TRAINER" 2>/dev/null',
         'wait "$TRAINER"',
         'finish "$?"',
         "",
@@ -157,22 +180,57 @@ def launch_command(script_path: str) -> str:
     return f"if command -v bash >/dev/null 2>&1; then exec bash {s}; else exec sh {s}; fi"
 
 
-def kill_group_command(log_path: str, grace_s: float = 10.0) -> str:
-    """Stop the trainer's process group: TERM, wait up to ``grace_s``, then KILL. Exits 0 in all cases.
+def kill_group_command(log_path: str, grace_s: float = 10.0, token: str | None = None) -> str:
+    """Stop a rank for good: cancel its launcher, TERM the trainer's group, wait up to ``grace_s``, KILL.
 
-    Run where the launcher ran (inside the container: its pid namespace). Waits briefly for the pid
-    file when the launcher has only just started.
+    Run where the launcher ran (inside the container: its pid namespace). It first writes the cancel
+    flag, so a launcher still starting up never starts the trainer. The group comes from ``<log>.pid``
+    only when that holds a number above 1 whose process carries ``token`` (the trainer can write that
+    file: a ``1`` there must never become ``kill -1``). With ``token``, every process whose environment
+    holds it is stopped too: children that left the group with setsid. It then checks: exit 0 when
+    nothing is left (and the launcher finished, or never started within 5 s), exit 1 naming what is.
     """
     steps = max(1, int(grace_s / 0.2))
-    pf = _q(pid_file(log_path))
-    ef = _q(exit_file(log_path))
+    pf, ef, cf = _q(pid_file(log_path)), _q(exit_file(log_path)), _q(cancel_file(log_path))
+    pat = _q(f"{JOB_TOKEN_ENV}={token}") if token else ""
+    if token:
+        mine = f"mine() {{ {scan_command(token)}; }}; "
+        owned = f"environ_has /proc/$pg {pat}"
+    else:
+        mine = "mine() { :; }; "
+        owned = '[ "$pg" != "$$" ]'
     return (
-        f"i=0; while [ ! -s {pf} ] && [ ! -e {ef} ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done; "
-        f'pg=$(cat -- {pf} 2>/dev/null); [ -n "$pg" ] || exit 0; '
-        f'kill -TERM "-$pg" 2>/dev/null || exit 0; '
-        f'i=0; while [ $i -lt {steps} ]; do kill -0 "-$pg" 2>/dev/null || exit 0; '
-        "sleep 0.2; i=$((i+1)); done; "
-        f'kill -KILL "-$pg" 2>/dev/null; exit 0'
+        f": > {cf} 2>/dev/null; {ENVIRON_HAS}{mine}"
+        "group() { "
+        f"pg=$(head -c 32 -- {pf} 2>/dev/null | tr -d ' \\n'); "
+        'case "$pg" in ""|*[!0-9]*) pg=;; esac; '
+        f'if [ -n "$pg" ] && [ "$pg" -gt 1 ] && {owned}; then :; else pg=; fi; }}; '
+        'sig() { [ -n "$pg" ] && kill "-$1" "-$pg" 2>/dev/null; '
+        'for p in $left; do kill "-$1" "$p" 2>/dev/null; done; }; '
+        "i=0; while :; do "
+        'group; left=$(mine | tr "\\n" " "); alive=; '
+        '[ -n "$pg" ] && kill -0 "-$pg" 2>/dev/null && alive="group $pg"; '
+        f'if [ -z "$left$alive" ] && {{ [ -e {ef} ] || [ $i -ge 25 ]; }}; then exit 0; fi; '
+        f'if [ $i -ge {steps + 25} ]; then echo "still running: $alive $left"; exit 1; fi; '
+        f"if [ $i -lt {steps} ]; then sig TERM; else sig KILL; fi; "
+        "sleep 0.2; i=$((i+1)); done"
+    )
+
+
+# environ_has DIR NAME=VALUE: the process /proc/<pid> DIR was started with that variable. (busybox grep
+# stops at the first NUL of /proc/<pid>/environ, so the entries are split into lines first.)
+ENVIRON_HAS = (
+    'environ_has() { [ -O "$1" ] && tr "\\0" "\\n" 2>/dev/null < "$1/environ" | grep -qxF -- "$2"; }; '
+)
+
+
+def scan_command(*tokens: str) -> str:
+    """Prints the pid of every process of this user (not the shell itself) started with one of the job
+    ``tokens`` in its environment; needs :data:`ENVIRON_HAS` defined first."""
+    pats = " ".join(_q(f"{JOB_TOKEN_ENV}={t}") for t in tokens)
+    return (
+        'for d in /proc/[0-9]*; do [ "${d#/proc/}" = "$$" ] && continue; '
+        f'for t in {pats}; do environ_has "$d" "$t" && {{ echo "${{d#/proc/}}"; break; }}; done; done'
     )
 
 

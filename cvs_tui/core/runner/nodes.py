@@ -5,6 +5,10 @@ a Docker container reached through the node's forwarded socket, or the node itse
 launcher script per rank (:mod:`.launcher`), starts it detached where the trainer runs, and follows
 ``node<rank>.log`` on that node with one :class:`~.tail.LogTailer` each. Stopping runs the process-group
 kill where the trainer runs. Nodes whose Docker API is one daemon share one container.
+
+Every rank's trainer carries a nonce in its environment (``CVS_TUI_JOB``, kept in memory here): the stop
+finds the trainer's processes by it (also children that left the group with setsid), and teardown checks
+on every node that no process of any run is left, reporting a node it cannot check as a problem.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
+import secrets
 import shlex
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import ClassVar, Literal
@@ -22,12 +27,16 @@ from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
 from cvs_tui.core.runner.launch import LaunchFailed, NodeLost
 from cvs_tui.core.runner.launcher import (
+    ENVIRON_HAS,
+    JOB_TOKEN_ENV,
     LaunchSpec,
     build_launcher,
+    cancel_file,
     kill_group_command,
     launch_command,
     parse_exit_status,
     read_exit_command,
+    scan_command,
 )
 from cvs_tui.core.runner.options import MIN_FREE_BYTES, RunOptions
 from cvs_tui.core.runner.tail import LogTailer
@@ -53,6 +62,8 @@ class NodeJob:
         self.scratch = posixpath.join(launcher.scratch_root, run.slug)
         self.log_paths = [posixpath.join(self.logs_dir, f"node{r}.log") for r in range(self.ranks)]
         self._tailers: dict[int, LogTailer] = {}
+        self.tokens = [secrets.token_hex(16) for _ in range(self.ranks)]  # never written to the node
+        self.problems: dict[int, str] = {}  # rank -> why its last stop did not leave it clean
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         # the tailer exists from this call on, so stop_following works before the first chunk
@@ -88,11 +99,20 @@ class NodeJob:
         return parse_exit_status(r.out)
 
     async def cancel(self, ranks: Sequence[int]) -> None:
+        """Stop the ranks (cancel flag, TERM, grace, KILL) and check they are gone; see ``problems``."""
+
         async def one(rank: int) -> None:
-            with contextlib.suppress(Exception):
-                await self.launcher.runtimes[rank].exec(
-                    kill_group_command(self.log_paths[rank]), timeout=self.launcher.opt.command_timeout_s
-                )
+            la = self.launcher
+            cmd = kill_group_command(self.log_paths[rank], token=self.tokens[rank])
+            try:
+                r = await la.runtimes[rank].exec(cmd, timeout=la.opt.command_timeout_s)
+            except Exception as exc:
+                self.problems[rank] = f"cannot stop its trainer: {exc}"
+                return
+            if r.rc == 0:
+                self.problems.pop(rank, None)
+            else:
+                self.problems[rank] = (r.out or r.err).strip()[:200] or f"stop exited {r.rc}"
 
         await asyncio.gather(*(one(r) for r in ranks))
 
@@ -104,13 +124,13 @@ class NodeJob:
         script = posixpath.join(self.scratch, f"launch.node{rank}.sh")
         log = self.log_paths[rank]
         dirs = " ".join(shlex.quote(d) for d in (self.logs_dir, self.scratch))
-        stale = " ".join(shlex.quote(p) for p in (log, f"{log}.exit", f"{log}.pid"))
+        stale = " ".join(shlex.quote(p) for p in (log, f"{log}.exit", f"{log}.pid", cancel_file(log)))
         r = await t.run(f"mkdir -p -- {dirs} && rm -f -- {stale}", la.opt.command_timeout_s)
         if r.rc != 0:
             raise RuntimeError(f"cannot prepare {self.logs_dir}: {r.err.strip()[:200]}")
         await t.write_file(yaml_path, run.yaml_text)
         # unbuffered stdout keeps print() records in order with the stderr log lines, and live
-        env = {"PYTHONUNBUFFERED": "1", **run.env, **run.node_env[rank]}
+        env = {"PYTHONUNBUFFERED": "1", **run.env, **run.node_env[rank], JOB_TOKEN_ENV: self.tokens[rank]}
         spec = LaunchSpec(
             log_path=log,
             config_path=yaml_path,
@@ -140,6 +160,7 @@ class NodeLauncher:
         # rank -> the rank whose runtime launches and removes the container it runs in
         self._container_owner: dict[int, int] = {}
         self._interrupted: list[NodeJob] = []  # starts cut short: teardown stops their ranks
+        self._jobs: list[NodeJob] = []  # every run started: teardown checks none of it is left
         self.node_root = posixpath.dirname(plan.runs[0].base_output_directory) if plan.runs else ""
         self.scratch_root = posixpath.join(plan.paths.get("temp_dir") or self.node_root, plan.run_id)
 
@@ -225,7 +246,7 @@ class NodeLauncher:
                         f"node {rank} ({host}): cannot create {', '.join(dirs)}: {r.err.strip()[:200]}"
                     )
                 else:
-                    out += _low_space(rank, host, r.out)
+                    out += _low_space(rank, host, r.out, self.opt.min_free_bytes)
             except (TransportError, Exception) as exc:
                 out.append(f"node {rank} ({host}): {exc}")
             return out
@@ -277,6 +298,7 @@ class NodeLauncher:
     # -- runs --------------------------------------------------------------------------------------------
     async def start(self, run: PlannedRun) -> NodeJob:
         job = NodeJob(self, run)
+        self._jobs.append(job)
         self._interrupted.append(job)  # until every rank's start has returned
         started = await asyncio.gather(
             *(job.start_rank(run, r) for r in range(job.ranks)), return_exceptions=True
@@ -300,6 +322,7 @@ class NodeLauncher:
         for job in self._interrupted:
             await job.cancel(range(job.ranks))
         self._interrupted = []
+        problems += await self._left_running()
         owners = [i for i in range(len(self.runtimes)) if self._owns_container(i)]
         res = dict(
             zip(
@@ -321,16 +344,47 @@ class NodeLauncher:
                 await t.close()
         return problems
 
+    async def _left_running(self) -> list[str]:
+        """Check every node (where its trainers ran) for a process of any run; stop any found, once."""
+        if not self._jobs or not self.runtimes:
+            return []
 
-def _low_space(rank: int, host: str, df_out: str) -> list[str]:
-    """Problem lines for the ``df -Pk`` rows with less than MIN_FREE_BYTES available."""
+        async def one(rank: int) -> str | None:
+            jobs = [j for j in self._jobs if rank < j.ranks]
+            host = self.plan.nodes[rank].host
+            try:
+                left = await self._processes(rank, [j.tokens[rank] for j in jobs])
+                if left:
+                    await asyncio.gather(*(j.cancel([rank]) for j in jobs))
+                    left = await self._processes(rank, [j.tokens[rank] for j in jobs])
+            except Exception as exc:
+                return f"node {rank} ({host}): cannot check that its trainers stopped: {exc}"
+            if left:
+                return f"node {rank} ({host}): trainer processes still running after stop: {' '.join(left)}"
+            return None
+
+        found = await asyncio.gather(*(one(r) for r in range(len(self.runtimes))))
+        return [p for p in found if p]
+
+    async def _processes(self, rank: int, tokens: Sequence[str]) -> list[str]:
+        """Pids (where the trainer runs) whose environment holds one of ``tokens``."""
+        cmd = f"{ENVIRON_HAS} {scan_command(*tokens)}; echo checked"
+        r = await self.runtimes[rank].exec(cmd, timeout=self.opt.command_timeout_s)
+        out = r.out.split()
+        if not out or out[-1] != "checked":  # the check itself did not run to its end
+            raise RuntimeError(f"process check failed (exit {r.rc}): {r.err.strip()[:200]}")
+        return out[:-1]
+
+
+def _low_space(rank: int, host: str, df_out: str, need: int = MIN_FREE_BYTES) -> list[str]:
+    """Problem lines for the ``df -Pk`` rows with less than ``need`` bytes available."""
     out = []
     for line in df_out.splitlines()[1:]:
         cols = line.split()
-        if len(cols) >= 4 and cols[3].isdigit() and int(cols[3]) * 1024 < MIN_FREE_BYTES:
+        if len(cols) >= 4 and cols[3].isdigit() and int(cols[3]) * 1024 < need:
             out.append(
                 f"node {rank} ({host}): only {int(cols[3]) >> 10} MiB free on {cols[-1]}; "
-                f"need {MIN_FREE_BYTES >> 20} MiB for the run's output"
+                f"need {need >> 20} MiB for the run's output"
             )
     return out
 

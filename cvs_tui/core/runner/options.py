@@ -23,6 +23,7 @@ class RunOptions:
     connect_timeout_s: float = 30.0
     command_timeout_s: float = 120.0
     setup_timeout_s: float = 1800.0  # branch checkout + install command, tokenizer download
-    resume: Path | None = None  # a run folder whose completed runs are kept
+    resume: Path | None = None  # a run folder whose completed runs are judged again and kept
+    min_free_bytes: int = MIN_FREE_BYTES  # free space preflight wants in the run folder and on each node
     slurm_grace_s: float = 10.0  # Slurm: after `scancel --signal=TERM` of a step, before `scancel`
     slurm_client: SlurmClient | None = None  # how Slurm's commands run (None: plainly, this environment)

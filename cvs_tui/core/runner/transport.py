@@ -506,6 +506,11 @@ class SSHTransport:
             ) from exc
         except (TimeoutError, asyncssh.Error, OSError) as exc:
             raise ConnectError(f"{self.name}: cannot connect: {exc or type(exc).__name__}") from exc
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError, ValueError) as exc:
+            # e.g. a passphrase-protected key: asyncssh raises these (ValueErrors) while loading it
+            raise ConnectError(
+                f"{self.name}: cannot load key {self.key_file or '(default keys)'}: {exc}"
+            ) from exc
 
     def _lost(self) -> bool:
         return self._conn is None or self._conn.is_closed()

@@ -6,7 +6,6 @@ import shutil
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.options import MIN_FREE_BYTES
 from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
 
 
@@ -27,9 +26,9 @@ class Preflight(Stage):
         ctx.stage(self.name, StageState.RUNNING)
         problems = list(ctx.plan.preflight_errors)
         free = shutil.disk_usage(ctx.run_dir).free
-        if free < MIN_FREE_BYTES:
+        if free < ctx.opt.min_free_bytes:
             problems.append(
-                f"run folder {ctx.run_dir}: only {free >> 20} MiB free, need {MIN_FREE_BYTES >> 20}"
+                f"run folder {ctx.run_dir}: only {free >> 20} MiB free, need {ctx.opt.min_free_bytes >> 20}"
             )
         problems += await ctx.launcher.prepare(lambda msg: ctx.stage(self.name, StageState.RUNNING, msg))
         if problems:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from cvs_tui.core.events import StageState
 from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, skip_if_disabled
 
 
 class Smoke(Stage):
@@ -20,8 +21,11 @@ class Smoke(Stage):
         return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
+        if skip_if_disabled(ctx, self.name):
+            return None  # settled as skipped: a stage left pending fails the suite
         runs = [r for r in ctx.plan.runs if r.kind == "smoke"]
         if not runs:
+            ctx.stage(self.name, StageState.SKIPPED, "no smoke run planned")
             return None
         rec = await ctx.train(self.name, runs[0])
         if rec.status != "PASS":

@@ -27,6 +27,6 @@ class Teardown(Stage):
         problems = await ctx.launcher.teardown()
         if problems:
             ctx.stage(self.name, StageState.FAILED, "; ".join(problems))
-        else:
-            ctx.stage(self.name, StageState.PASSED, "nothing left running on any node")
+        else:  # the launcher checked every node it started anything on
+            ctx.stage(self.name, StageState.PASSED, "checked: nothing left running on any node")
         return None
