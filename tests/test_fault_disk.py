@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _fault_infra import fault_setup, left_running, no_traceback
 from _runner_infra import infra, needs_infra
-from cvs_tui.tui.console import run_console
+from cvs_tui.cli.console import run_console
 from rich.console import Console
 from suite_fixtures.helpers import SLUG, Setup, fast_options, make_suite, remove_scratch_tree
 
