@@ -289,6 +289,8 @@ def judge_record(
     a hit reports the first line it (still) stands on, with that line's text. Each name once per record.
     """
     segs = _segments(orig)
+    if len(segs) == 1:
+        return _judge_line(rec, line0, [sig for sig, _ in matched], [name for _, name in own])
     heads = [a for a, _ in segs]
     found: list[tuple[int, int, str, Severity, str]] = []  # (segment, order, name, severity, origin)
     order = 0
@@ -297,9 +299,6 @@ def judge_record(
         order += 1
     on: list[list[int]] = []
     for sig, at in matched:
-        if len(segs) == 1:
-            on.append([0])
-            continue
         hit_segs = [j for j, (a, b) in enumerate(segs) if sig.regex.search(rec[a:b])]
         # a match that spans a line break stands on the line where it starts
         on.append(hit_segs or [max(0, bisect_right(heads, at) - 1)])
@@ -325,9 +324,31 @@ def judge_record(
     return out
 
 
+def _judge_line(rec: bytes, line: int, matched: list[Signature], own: list[str]) -> list[ErrorHit]:
+    """``judge_record`` for a record of one physical line."""
+    benign = any(sig.origin == "benign" for sig in matched)
+    names = [(name, _FATAL, "always") for name in own]
+    for sig in matched:
+        if not (benign and sig.origin in ("builtin", "config")):  # a benign line's wording must not fail
+            names.append((sig.name, sig.severity, sig.origin))
+    if not names:
+        return []
+    text = " ".join(rec.decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+    out: list[ErrorHit] = []
+    seen: set[str] = set()
+    for name, sev, origin in names:
+        if name not in seen:
+            seen.add(name)
+            out.append(ErrorHit(name, sev, text, line, origin))
+    return out
+
+
 def _segments(orig: bytes) -> list[tuple[int, int]]:
     """(start, end) of each non-empty physical line of a record as received; the whole record when it
     holds no line break (a one-line record, or a flattened log)."""
+    body = len(orig.rstrip())
+    if orig.find(b"\n", 0, body) == -1 and orig.find(b"\r", 0, body) == -1:
+        return [(0, len(orig))]  # most records: one line and its line end
     segs: list[tuple[int, int]] = []
     a = 0
     for m in _LINE_BREAKS.finditer(orig):
