@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from _fault_infra import fault_setup, left_running, no_traceback
 from _runner_infra import infra, needs_infra
-from cvs_tui.cli.console import run_console
 from rich.console import Console
 from suite_fixtures.helpers import SLUG, Setup, fast_options, make_suite, remove_scratch_tree
+
+from cvs_tui.cli.console import run_console
 
 pytestmark = [*needs_infra, pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 
