@@ -132,12 +132,12 @@ def scan_steps(
             continue
         steps.append(ev)
         recs.append(i)
-        x = ev.loss
-        if x != x or x in (_INF, _NINF):
+        loss = ev.loss
+        if loss != loss or loss in (_INF, _NINF):
             nonfinite.append(p)
-        x, y = ev.tflops_per_device, ev.tokens_per_device
-        if (x is not None and (x != x or x in (_INF, _NINF))) or (
-            y is not None and (y != y or y in (_INF, _NINF))
+        tf, tok = ev.tflops_per_device, ev.tokens_per_device
+        if (tf is not None and (tf != tf or tf in (_INF, _NINF))) or (
+            tok is not None and (tok != tok or tok in (_INF, _NINF))
         ):
             bad_rate.append(p)
     return steps, recs, nonfinite, bad_rate
