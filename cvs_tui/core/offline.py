@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results, RunRecord, StageRecord
+from cvs_tui.core.run_folder import RunFolder, node_logs_in
 
 # MaxText's metrics_file next to a node log: `node0.log` -> `node0.metrics.jsonl`
 METRICS_FILE_SUFFIX = ".metrics.jsonl"
@@ -90,20 +90,8 @@ def analyze_node_logs(
     )
 
 
-_NODE_LOG = re.compile(r"node(\d+)\.log$")
-
-
-def _logs_in_folder(folder: Path) -> list[Path]:
-    ranked = [
-        (int(m.group(1)), p) for p in folder.iterdir() if p.is_file() and (m := _NODE_LOG.fullmatch(p.name))
-    ]
-    if ranked:
-        return [p for _, p in sorted(ranked)]
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".log")
-
-
 def _is_run_folder(ps: Sequence[Path]) -> bool:
-    return len(ps) == 1 and ps[0].is_dir() and (ps[0] / "logs").is_dir()
+    return len(ps) == 1 and ps[0].is_dir() and RunFolder(ps[0]).logs_dir.is_dir()
 
 
 def planned_run(plan: Plan, run_key: str) -> PlannedRun:
@@ -127,7 +115,7 @@ def resolve_log_inputs(
     if _is_run_folder(ps):
         return _run_folder_inputs(plan, ps[0], run_key)
     if len(ps) == 1 and ps[0].is_dir():
-        logs = _logs_in_folder(ps[0])
+        logs = node_logs_in(ps[0])
         if not logs:
             raise UserError(f"--logs: {ps[0]} holds no *.log file (expected node<rank>.log, one per node)")
     else:
@@ -150,7 +138,7 @@ def _run_folder_inputs(plan: Plan, folder: Path, run_key: str | None) -> list[tu
     mapping = {r.slug: r.key for r in plan.runs}
     out: list[tuple[str, list[Path]]] = []
     problems: list[str] = []
-    for sub in sorted(d for d in (folder / "logs").iterdir() if d.is_dir()):
+    for sub in sorted(d for d in RunFolder(folder).logs_dir.iterdir() if d.is_dir()):
         key = mapping.get(sub.name)
         if key is None:
             problems.append(
@@ -158,7 +146,7 @@ def _run_folder_inputs(plan: Plan, folder: Path, run_key: str | None) -> list[tu
                 f"(known: {sorted(mapping)}); use the config the run was made with"
             )
             continue
-        logs = _logs_in_folder(sub)
+        logs = node_logs_in(sub)
         if logs:
             out.append((key, logs))
     if problems:
@@ -178,7 +166,7 @@ def _run_folder_inputs(plan: Plan, folder: Path, run_key: str | None) -> list[tu
 def read_plan(folder: Path) -> Plan | None:
     """A run folder's plan.json, when it holds a whole plan of this version (secrets in it are masked)."""
     try:
-        return Plan.model_validate(json.loads((folder / "plan.json").read_text(encoding="utf-8")))
+        return Plan.model_validate(json.loads(RunFolder(folder).plan_path.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError):
         return None
 
@@ -186,10 +174,10 @@ def read_plan(folder: Path) -> Plan | None:
 def _node_count(ps: Sequence[Path]) -> int:
     """How many nodes the logs are of (the most over the runs of a run folder); errors come later."""
     if _is_run_folder(ps):
-        subs = [d for d in (ps[0] / "logs").iterdir() if d.is_dir()]
-        return max((len(_logs_in_folder(d)) for d in subs), default=1) or 1
+        subs = [d for d in RunFolder(ps[0]).logs_dir.iterdir() if d.is_dir()]
+        return max((len(node_logs_in(d)) for d in subs), default=1) or 1
     if len(ps) == 1 and ps[0].is_dir():
-        return len(_logs_in_folder(ps[0])) or 1
+        return len(node_logs_in(ps[0])) or 1
     return max(len(ps), 1)
 
 
@@ -208,14 +196,9 @@ def plan_for(loaded: LoadedConfig, paths: Sequence[str | Path]) -> Plan:
 
 def _plan_hosts(paths: Sequence[str | Path]) -> list[str] | None:
     """Host names by rank from a run folder's plan.json, when there is a readable one."""
-    if len(paths) != 1:
+    if len(paths) != 1 or not Path(paths[0]).is_dir():
         return None
-    plan = Path(paths[0]) / "plan.json"
-    try:
-        nodes = json.loads(plan.read_text(encoding="utf-8"))["nodes"]
-        return [str(n["host"]) for n in sorted(nodes, key=lambda n: int(n["rank"]))]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return RunFolder(paths[0]).hosts()
 
 
 def analyze_paths(

@@ -22,6 +22,7 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import read_plan
 from cvs_tui.core.plan import Plan, build_plan, precision_of
 from cvs_tui.core.results import Results, RunRecord, load_results
+from cvs_tui.core.run_folder import RunFolder
 
 _METRIC_NAMES = {
     "tflops_per_sec_per_gpu": "training.tflops_per_sec_per_gpu",
@@ -60,7 +61,7 @@ def load_card_source(path: str | os.PathLike[str], loaded: LoadedConfig | None =
     """A run folder (holding results.json, and plan.json when a live run made it) or a results.json file.
     With ``loaded``, the plan is the config's."""
     p = Path(path)
-    file = p / "results.json" if p.is_dir() else p
+    file = RunFolder(p).results_path if p.is_dir() else p
     if p.is_dir() and not file.is_file():
         raise UserError(f"{p}: no results.json in this folder; pass a run folder or a results.json")
     return CardSource(load_results(file), str(p), loaded, None if loaded else read_plan(file.parent))

@@ -14,6 +14,7 @@ from typing import Any
 
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.results import Results, load_results
+from cvs_tui.core.run_folder import RunFolder
 
 
 @dataclass(slots=True)
@@ -35,7 +36,7 @@ def _image_of(runtime: str | None, image: str | None) -> str | None:
 def _from_plan(folder: Path, inp: RunInput) -> None:
     """The image and each run's maxtext_config from a live run's plan.json, when it has one."""
     try:
-        plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+        plan = json.loads(RunFolder(folder).plan_path.read_text(encoding="utf-8"))
         inp.image = _image_of(plan.get("container_runtime"), plan.get("container_image"))
         for r in plan.get("runs", []):
             if r.get("kind") != "ckpt_phase2" or r["key"] not in inp.maxtext:
@@ -53,8 +54,8 @@ def load_input(path: str, *, config: str | None, side: str, run_key: str | None 
         inp = RunInput(str(p), load_results(p))
         _from_plan(p.parent, inp)
         return inp
-    if p.is_dir() and (p / "results.json").is_file():
-        inp = RunInput(str(p), load_results(p / "results.json"))
+    if p.is_dir() and RunFolder(p).results_path.is_file():
+        inp = RunInput(str(p), RunFolder(p).results())
         _from_plan(p, inp)
         return inp
     if config is None:

@@ -56,6 +56,7 @@ from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import RunRecord
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
 from cvs_tui.core.runner.options import RunOptions
@@ -125,7 +126,7 @@ class RunExecution:
 
     async def execute(self, pr: PlannedRun) -> RunRecord:
         started = self.clock()
-        local_dir = self.run_dir / "logs" / pr.slug
+        local_dir = RunFolder(self.run_dir).logs_dir / pr.slug
         ranks: list[RankLog] = []
         for n in self.plan.nodes:
             local = local_dir / f"node{n.rank}.log"

@@ -37,6 +37,7 @@ from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.report import REPORT_FILES
 from cvs_tui.core.results import Results, RunRecord, load_results, write_results
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.execute import RunExecution
 from cvs_tui.core.runner.health_watch import HealthMonitor
@@ -124,7 +125,7 @@ class Suite:
                     f for n in self.results.node_health for f in n.findings if f.run == rec.key
                 ]
         try:
-            write_results(self.results, self.run_dir / "results.json")
+            write_results(self.results, RunFolder(self.run_dir).results_path)
         except OSError as exc:
             self._error(f"run folder: cannot write results.json: {_os_error(exc)}")
 
@@ -188,7 +189,7 @@ class Suite:
         try:
             try:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
-                _write_text(self.run_dir / "plan.json", _json(self.plan.display_dict()))
+                _write_text(RunFolder(self.run_dir).plan_path, _json(self.plan.display_dict()))
                 self._announce()
                 for st in self.steps:
                     why = await st.run(self)
