@@ -5,6 +5,8 @@
 #                  import a busybox image, start one OpenSSH sshd per emulated node on a loopback
 #                  address (127.0.0.2:2222, 127.0.0.3:2222, ...) for the plain user `cvsnode`; write
 #                  $CVS_TEST_ROOT/env. Safe to run twice: whatever is already up is reused.
+#                  Also a local image registry (Debian's docker-registry, distribution 2.8) on
+#                  127.0.0.9:5000, for tests that pull a missing image during a run.
 #   infra.sh down  stop exactly what `up` started (by the PIDs it recorded), unmount and remove its state.
 #
 # Nothing here touches host networking: dockerd runs with --bridge=none and without iptables or
@@ -17,6 +19,7 @@ PORT=${CVS_TEST_SSH_PORT:-2222}
 TUSER=cvsnode
 IMAGE=cvs-test/busybox:latest
 SOCK=$R/docker.sock
+REGISTRY_ADDR=${CVS_TEST_REGISTRY_ADDR:-127.0.0.9:5000}
 
 wait_for() { # wait_for <seconds> <cmd...>
   local n=$(($1 * 10))
@@ -43,6 +46,10 @@ install_packages() {
   [ -x /bin/busybox ] || missing+=(busybox-static)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   command -v ss >/dev/null || missing+=(iproute2)
+  command -v docker-registry >/dev/null || missing+=(docker-registry)
+  # sudo: the node-health tests let the node user read /dev/kmsg with `sudo -n` (they add and remove
+  # their own sudoers rule, tests/_health_kmsg.py)
+  command -v sudo >/dev/null || missing+=(sudo)
   [ ${#missing[@]} -eq 0 ] && return 0
   # Without policy-rc.d, installing docker.io would start a default dockerd that rewrites iptables.
   [ -e /usr/sbin/policy-rc.d ] || {
@@ -75,6 +82,26 @@ import_image() {
   chmod 1777 "$bb/tmp"
   tar -C "$bb" -c . | docker -H "unix://$SOCK" import -c 'CMD ["/bin/sh"]' -c 'ENV PATH=/bin' - "$IMAGE" >/dev/null
   rm -rf "$bb"
+}
+
+start_registry() {
+  alive "$R/registry.pid" && return 0
+  mkdir -p "$R/registry-data"
+  cat >"$R/registry.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $R/registry-data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY_ADDR
+EOF
+  docker-registry serve "$R/registry.yml" >"$R/registry.log" 2>&1 &
+  echo $! >"$R/registry.pid"
+  wait_for 10 bash -c "echo >/dev/tcp/${REGISTRY_ADDR%:*}/${REGISTRY_ADDR#*:}"
 }
 
 setup_user_and_keys() {
@@ -130,6 +157,7 @@ up() {
   install_packages
   start_dockerd
   import_image
+  start_registry
   setup_user_and_keys
   local hosts="" known="" wrong=""
   for i in $(seq 1 "$NODE_COUNT"); do
@@ -158,6 +186,7 @@ export CVS_TEST_SSH_PORT=$PORT
 export CVS_TEST_NODES="$hosts"
 export CVS_TEST_REMOTE_DOCKER_SOCK=$SOCK
 export CVS_TEST_NODE_SCRATCH=$R/home
+export CVS_TEST_REGISTRY=$REGISTRY_ADDR
 EOF
   mv -f "$R/env.tmp" "$R/env"
   echo "infra up: nodes $hosts port $PORT, docker $SOCK, image $IMAGE (env: $R/env)"
@@ -182,6 +211,7 @@ down() {
     return 0
   }
   for f in "$R"/ssh/sshd.*.pid; do [ -e "$f" ] && stop_pidfile "$f"; done
+  stop_pidfile "$R/registry.pid"
   # containers die with dockerd (no live-restore); it also stops its own containerd
   stop_pidfile "$R/dockerd.pid"
   mount | awk -v r="$R/" 'index($3, r) == 1 {print $3}' | sort -r | xargs -r -n1 umount -l
@@ -192,7 +222,8 @@ down() {
   if [ -e "$R/created-policy-rc.d" ]; then
     rm -f /usr/sbin/policy-rc.d "$R/created-policy-rc.d"
   fi
-  rm -rf "$R/docker-data" "$R/docker-exec" "$R/bbroot" "$SOCK" "$R/ssh" "$R/home" "$R/env" "$R/dockerd.log"
+  rm -rf "$R/docker-data" "$R/docker-exec" "$R/bbroot" "$SOCK" "$R/ssh" "$R/home" "$R/env" "$R/dockerd.log" \
+    "$R/registry-data" "$R/registry.yml" "$R/registry.log"
   rmdir "$R" 2>/dev/null
   echo "infra down"
 }

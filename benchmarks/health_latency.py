@@ -1,75 +1,82 @@
-"""Detection latency of the node-health kernel-log follower: from writing a line into the real kernel
-log (/dev/kmsg, as root) to the matched finding coming out of ``KernelLogFollower.findings()``.
+"""Detection latency of node health: a kernel line written to /dev/kmsg until cvs-tui acts on it.
 
-Local (root reads /dev/kmsg itself) and, when the test infrastructure is up and sudo is installed,
-over SSH to the test nodes with ``health.kernel_log: sudo`` (a temporary sudoers rule for the node
-user, as tests/_health_kmsg.py installs it). Prints median / p95 / max in milliseconds.
+Two modes (both need root to write /dev/kmsg):
 
-    CVS_TEST_ROOT=/tmp/cvs-ci .venv/bin/python benchmarks/health_latency.py [--n 30]
+* ``follower`` (default): the kernel-log follower on this machine (LocalTransport, as root), N lines,
+  each an amdgpu reset in its real format; prints the write -> finding latency (p50, p95, max).
+* ``live``: the full path in a live two-node run over SSH on the loopback test nodes (needs the test
+  infra, CVS_TEST_ROOT): runs tests/test_health_live.py's reset test, which prints kernel write ->
+  node FAILED (the watchdog's fatal) and -> RunEndEvent FAILED (after fail_grace_s and stopping the
+  other rank).
+
+    python benchmarks/health_latency.py [follower|live] [-n 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from cvs_tui.core.health.kmsg import KernelLogFollower
+from cvs_tui.core.runner.transport import LocalTransport
 
-from _health_kmsg import can_write_kmsg, collecting, inject, nonce, sudo_kmsg_rule
-from _runner_infra import INFRA, ssh
-
-from cvs_tui.core.health.kmsg import Access, KernelLogFollower
-from cvs_tui.core.runner.transport import LocalTransport, Transport
+LINE = "amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}"
 
 
-async def measure(transport: Transport, access: Access, n: int) -> list[float]:
-    f = KernelLogFollower(transport, node=0, access=access)
+async def follower(n: int) -> list[float]:
+    f = KernelLogFollower(LocalTransport(name="local#0"), node=0, host="local")
     if not await f.start():
-        raise SystemExit(f"{transport.name}: {f.health.reason}")
-    out = []
-    async with collecting(f) as c:
-        for _ in range(n):
-            tag = nonce()
-            written = inject(f"amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}")
-            (hit,) = await c.wait_for(tag)
-            out.append((c.arrived[hit.seq] - written) * 1000)
-            await asyncio.sleep(0.05)
+        raise SystemExit(f"cannot read the kernel log: {f.health.reason}")
+    out: list[float] = []
+    it = f.findings()
+    for _ in range(n):
+        tag = f"bench-{uuid.uuid4().hex[:8]}"
+        with open("/dev/kmsg", "w") as k:
+            k.write(f"<3>{LINE.format(tag=tag)}\n")
+        written = time.time()
+        while True:
+            hit = await asyncio.wait_for(it.__anext__(), 10)
+            if tag in hit.line:
+                out.append(time.time() - written)
+                break
+    f.stop()
+    await it.aclose()  # suspended at its last yield: closing ends the cat /dev/kmsg process cleanly
+    await f.transport.close()
     return out
 
 
-def report(name: str, ms: list[float]) -> None:
-    ms = sorted(ms)
-    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", nargs="?", default="follower", choices=("follower", "live"))
+    ap.add_argument("-n", type=int, default=50)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (writes /dev/kmsg)")
+    if a.mode == "live":
+        root = Path(__file__).resolve().parents[1]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-s", "tests/test_health_live.py", "-k", "injected"]
+        r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        print(
+            "\n".join(
+                ln for ln in r.stdout.splitlines() if "latency" in ln or "passed" in ln or "failed" in ln
+            )
+        )
+        raise SystemExit(r.returncode)
+    lat = sorted(asyncio.run(follower(a.n)))
+    ms = [x * 1000 for x in lat]
+    p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
     print(
-        f"{name:<28} n={len(ms):<3} median {statistics.median(ms):7.2f} ms"
-        f"   p95 {p95:7.2f} ms   max {ms[-1]:7.2f} ms"
+        f"kernel write -> finding (local follower, {len(ms)} lines): p50 {statistics.median(ms):.1f} ms, "
+        f"p95 {p95:.1f} ms, max {ms[-1]:.1f} ms"
     )
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=30)
-    n = ap.parse_args().n
-    if not can_write_kmsg():
-        raise SystemExit("needs root and a writable /dev/kmsg")
-    report("local (root, cat /dev/kmsg)", await measure(LocalTransport(), "plain", n))
-    if INFRA is None:
-        print("ssh: skipped (test infrastructure not up)")
-        return
-    with sudo_kmsg_rule(INFRA.user):
-        t = ssh()
-        try:
-            started = time.perf_counter()
-            ms = await measure(t, "sudo", n)
-            report(f"ssh {INFRA.nodes[0]} (sudo -n)", ms)
-            print(f"(ssh run incl. connect + probe: {time.perf_counter() - started:.1f} s)")
-        finally:
-            await t.close()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

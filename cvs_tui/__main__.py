@@ -1,5 +1,5 @@
 import sys
 
-from cvs_tui.tui.cli import main
+from cvs_tui.cli.main import main
 
 sys.exit(main())

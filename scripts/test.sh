@@ -11,7 +11,9 @@ if [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends chromium tmux gcc libc6-dev >/dev/null
   bash .ci/infra.sh up
-  trap 'bash .ci/infra.sh down' EXIT
+  # the real two-node Slurm cluster (tests/test_slurm_*.py); both `up` and `down` are idempotent
+  trap 'bash .ci/slurm.sh down || true; bash .ci/infra.sh down' EXIT
+  bash .ci/slurm.sh up
 else
   echo "not root: skipping system packages and test nodes (tests that need them are skipped)" >&2
 fi
@@ -20,4 +22,5 @@ fi
 source scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy cvs_tui
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

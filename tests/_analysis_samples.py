@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.analysis import base_results, finalize_run
+from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig, load_config
+from cvs_tui.core.config.thresholds import GATED_METRICS
 from cvs_tui.core.events import (
     DevicesEvent,
     ErrorHit,
@@ -19,6 +20,9 @@ from cvs_tui.core.events import (
     SystemInfoEvent,
     TflopsPerStepEvent,
 )
+from cvs_tui.core.judge import base_results, finalize_run
+from cvs_tui.core.offline import planned_run
+from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,11 +53,13 @@ def write_config(
     # every metric (kind info) for each selected run.
     keys = runs if runs is not None else (doc.get("runs") or list(doc["sweeps"]))
     info = {"kind": "info", "value": 0}
-    thr = (
-        thresholds
-        if thresholds is not None
-        else {k: {"training.tokens_per_sec_per_gpu": info, "training.final_loss": info} for k in keys}
-    )
+    thr = {k: dict.fromkeys(GATED_METRICS, info) for k in keys}
+    if thresholds is not None:
+        # Upstream requires every cell to name the gated metrics: record the ones a test leaves out.
+        thr = {
+            k: {**dict.fromkeys(GATED_METRICS, info), **v} if isinstance(v, dict) else v
+            for k, v in thresholds.items()
+        }
     if mutate is not None:
         mutate(doc)
     (tmp / doc["threshold_json"]).write_text(json.dumps(thr))
@@ -64,6 +70,16 @@ def write_config(
 
 def load_local(tmp: Path, **kw: Any) -> LoadedConfig:
     return load_config(write_config(tmp, **kw))
+
+
+def plan_of(loaded: LoadedConfig, nodes: int = 1) -> Plan:
+    """The config's plan for a local cluster, as `analyze` builds it."""
+    return build_plan(loaded, local_cluster(nodes), out_dir=loaded.path.parent, run_id="test")
+
+
+def planned(loaded: LoadedConfig, key: str) -> PlannedRun:
+    """One run of the config's plan, by key or slug."""
+    return planned_run(plan_of(loaded), key)
 
 
 def synthetic_node(
@@ -104,13 +120,13 @@ def synthetic_node(
 def sample_results(loaded: LoadedConfig, *, fail: bool = False) -> Results:
     """Two judged runs (the second NaN-failed when ``fail``) in a Results model."""
     key0 = loaded.runs[0].key
-    runs = [finalize_run(loaded, key0, [synthetic_node()], hosts=["localhost"])]
+    runs = [finalize_run(planned(loaded, key0), [synthetic_node()], hosts=["localhost"])]
     if fail and len(loaded.runs) > 1:
         bad = [
             *synthetic_node(nan_at=19),
             ErrorHit("nan_loss", Severity.FATAL, "loss: nan <script>", 29, "always"),
         ]
-        runs.append(finalize_run(loaded, loaded.runs[1].key, [bad], hosts=["localhost"]))
-    res = base_results(loaded, source="analyze", hosts=["localhost"])
+        runs.append(finalize_run(planned(loaded, loaded.runs[1].key), [bad], hosts=["localhost"]))
+    res = base_results(plan_of(loaded), source="analyze", hosts=["localhost"])
     res.runs = runs
     return res

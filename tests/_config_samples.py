@@ -73,12 +73,16 @@ BASE_THRESHOLDS: dict[str, Any] = {
     BF16: {
         "_node_count_comment": "captured on 2 nodes",
         "training.tflops_per_sec_per_gpu": {"kind": "min", "value": 260.0},
+        "training.tokens_per_sec_per_gpu": {"kind": "min", "value": 1217.0},
         "training.final_loss": {"kind": "max", "value": 15.0},
+        "training.loss_decreased": {"kind": "min", "value": 1},
         "training.step_time_p95_ms": {"kind": "info", "value": 3600000.0},
     },
     FP8: {
         "training.tflops_per_sec_per_gpu": {"kind": "min", "value": 300.0},
+        "training.tokens_per_sec_per_gpu": {"kind": "info", "value": 1836.0},
         "training.final_loss": {"kind": "max", "value": 15.0},
+        "training.loss_decreased": {"kind": "min", "value": 1},
     },
 }
 

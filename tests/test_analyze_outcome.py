@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _analysis_samples import FIXTURES, load_local, synthetic_node
+from _analysis_samples import FIXTURES, load_local, planned, synthetic_node
 
-from cvs_tui.core.analysis import (
-    analyze_paths,
-    decide_outcome,
-    finalize_run,
-    resolve_run,
-    stage_records,
-    verdict_events,
-)
 from cvs_tui.core.events import ErrorHit, RunOutcome, Severity, StageEvent, StageState
+from cvs_tui.core.judge import decide_outcome, finalize_run, stage_records, verdict_events
+from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.state import RunState
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
@@ -23,7 +17,7 @@ KEY = "BS=2,PRECISION=BF16,SL=128"
 
 def test_benign_hits_do_not_fail_a_run(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
-    run = finalize_run(loaded, KEY, [synthetic_node()])
+    run = finalize_run(planned(loaded, KEY), [synthetic_node()])
     assert run.outcome == "complete" and run.status == "PASS"
     assert run.errors and run.errors[0].severity == "warning" and run.nodes[0].warnings == 1
 
@@ -65,7 +59,7 @@ def test_exit_codes_hung_and_missing_steps() -> None:
 def test_hung_run_keeps_its_metrics_and_fails(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
     run = finalize_run(
-        loaded, KEY, [synthetic_node(12)], outcome=RunOutcome.HUNG, reason="no progress for 900 s"
+        planned(loaded, KEY), [synthetic_node(12)], outcome=RunOutcome.HUNG, reason="no progress for 900 s"
     )
     assert run.status == "FAIL" and run.outcome == "hung" and run.reason == "no progress for 900 s"
     assert next(m for m in run.metrics if m.name == "training.tokens_per_sec_per_gpu").value is not None
@@ -73,12 +67,13 @@ def test_hung_run_keeps_its_metrics_and_fails(tmp_path: Path) -> None:
 
 def test_smoke_records_metrics_and_judges_errors_only(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
-    assert resolve_run(loaded, "SMOKE").steps == loaded.config.smoke.steps
-    run = finalize_run(loaded, "SMOKE", [synthetic_node(5)])
+    assert planned(loaded, "SMOKE").steps == loaded.config.smoke.steps
+    run = finalize_run(planned(loaded, "SMOKE"), [synthetic_node(5)])
     assert run.kind == "smoke" and run.status == "PASS"
     assert {v.status for v in run.verdicts} <= {"RECORD", "N/A"}
     bad = finalize_run(
-        loaded, "SMOKE", [[*synthetic_node(2), ErrorHit("segv", Severity.FATAL, "SIGSEGV", 9, "builtin")]]
+        planned(loaded, "SMOKE"),
+        [[*synthetic_node(2), ErrorHit("segv", Severity.FATAL, "SIGSEGV", 9, "builtin")]],
     )
     assert bad.status == "FAIL" and "segv" in bad.reason
 
@@ -102,7 +97,7 @@ def test_checkpoint_io_gates_from_the_checkpoint_block(tmp_path: Path) -> None:
 
 def test_live_helpers(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
-    run = finalize_run(loaded, KEY, [synthetic_node()])
+    run = finalize_run(planned(loaded, KEY), [synthetic_node()])
     evs = verdict_events(run)
     assert [e.metric for e in evs] == [v.metric for v in run.verdicts] and evs[0].run == KEY
     st = RunState()

@@ -11,13 +11,13 @@ import pytest
 import yaml
 from _analysis_samples import FIXTURES, LOCAL_2PROC, write_config
 
-from cvs_tui.core.analysis import analyze_paths
+from cvs_tui.cli.main import main
 from cvs_tui.core.card import build_card, card_to_yaml, load_card_source, validate_card_text
-from cvs_tui.core.card_schema import PERFORMANCE_DISCLAIMER, load_card_yaml
+from cvs_tui.core.card.schema import PERFORMANCE_DISCLAIMER, load_card_yaml
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import write_results
-from cvs_tui.tui.cli import main
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 

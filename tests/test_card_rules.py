@@ -14,11 +14,11 @@ import yaml
 from _analysis_samples import write_config
 from test_card import _resume_folder, _single, _twoproc
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.card import CardSource, build_card, card_to_yaml, load_card_source, validate_card_text
-from cvs_tui.core.card_schema import PERFORMANCE_DISCLAIMER, load_card_yaml
+from cvs_tui.core.card.schema import PERFORMANCE_DISCLAIMER, load_card_yaml
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.privacy import build_context
-from cvs_tui.tui.cli import main
 
 
 @pytest.fixture(scope="module")

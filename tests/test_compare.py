@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from _analysis_samples import write_config
 
+from cvs_tui.cli.main import main
 from cvs_tui.core import compare as cmp
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.results import write_results
-from cvs_tui.tui.cli import main
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "compare"
 KEY = "BS=2,PRECISION=BF16,SL=128"
@@ -110,18 +110,25 @@ def test_slower_machine_is_regressed_with_the_right_sign(side) -> None:  # type:
 
 
 def test_injected_stalls_do_not_flip_verdicts(side) -> None:  # type: ignore[no-untyped-def]
-    plain = _rows(cmp.compare(side(*SAME_A), side(*SAME_B)))
+    plain_rep = cmp.compare(side(*SAME_A), side(*SAME_B))
+    plain = _rows(plain_rep)
+    assert plain["stall_seconds"].verdict == cmp.NO_CHANGE
     for stalled in ("stall_ckpt", "stall_bare"):
         rep = cmp.compare(side(*SAME_A), side(stalled, "same_b2", "same_b3"))
         rows = _rows(rep)
         for mid in PERF:
             assert rows[mid].verdict == plain[mid].verdict, (stalled, mid, rows[mid])
+        # the stall is compared on its own row, and the run's verdict stays the steady rates'
+        st = rows["stall_seconds"]
+        assert st.verdict == cmp.REGRESSED and st.delta is not None and st.delta > 1.0, (stalled, st)
+        assert rep.runs[0].verdict == plain_rep.runs[0].verdict
         ex = next(e for e in rep.runs[0].excluded if e.side == "candidate" and stalled in e.run)
         reasons = dict(ex.excluded)
         if stalled == "stall_ckpt":
             assert "checkpoint save at step 25" in reasons[26]
         else:
-            assert reasons[30].startswith("isolated stall")
+            # the judge's stall rule takes the step out of the window first, with its reason
+            assert reasons[30].startswith("stall: ") and "unexplained" in reasons[30]
     # one pair judged within the runs: the stretched step leaves the medians and the throughput alone
     for stalled in ("stall_ckpt", "stall_bare"):
         rows = _rows(cmp.compare(side("same_b1"), side(stalled), within_run=True))

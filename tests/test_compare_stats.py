@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from cvs_tui.core import compare_stats as cs
+from cvs_tui.core.compare import stats as cs
+from cvs_tui.core.judge import loss_agreement
 
 
 def test_bootstrap_is_deterministic() -> None:
@@ -50,10 +51,10 @@ def test_loss_tolerance_follows_print_precision() -> None:
     assert atol == 1e-3 and "3 decimals" in note
     atol, _ = cs.loss_atol([7.50123456, 7.4861234], [7.50123457], 1e-6)
     assert atol == 1e-6
-    assert cs.within_tolerance(10.0, 10.0 + 1e-3 + 0.1 - 1e-9, 1e-3, 0.01)
-    assert not cs.within_tolerance(10.0, 10.0 + 1e-3 + 0.1 + 1e-6, 1e-3, 0.01)
-    assert not cs.within_tolerance(7.0, math.nan, 1e-3, 0.01)
-    assert cs.within_tolerance(math.nan, math.nan, 1e-3, 0.01)
+    assert loss_agreement(10.0, 10.0 + 1e-3 + 0.1 - 1e-9, 1e-3, 0.01)
+    assert not loss_agreement(10.0, 10.0 + 1e-3 + 0.1 + 1e-6, 1e-3, 0.01)
+    assert not loss_agreement(7.0, math.nan, 1e-3, 0.01)
+    assert loss_agreement(math.nan, math.nan, 1e-3, 0.01)
 
 
 def test_cv_pct() -> None:

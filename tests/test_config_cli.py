@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _config_samples import BF16, FP8, make_single, write_config
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.config.shipped import list_shipped, sibling_thresholds
-from cvs_tui.tui.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import pytest
 from _config_samples import BF16, FP8, make_single, write_config
 
 from cvs_tui.core.config.blocks import ThresholdKind
-from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, load_config
 from cvs_tui.core.config.model import CvsConfig, dump_config
 from cvs_tui.core.errors import UserError
 
@@ -209,10 +209,19 @@ def test_launcher_owned_env_vars_are_rejected(tmp_path: Path) -> None:
     lines = problems_of(write_config(tmp_path, bad))
     assert sorted(line.split(": ")[0] for line in lines) == [
         "container.env.HF_TOKEN",
-        "container.env.NODE_RANK",
         "container.env.XLA_FLAGS",
     ]
     assert not any("hf_abc" in line for line in lines)
+
+
+def test_per_node_env_vars_are_warnings_as_upstream_overrides_them(tmp_path: Path) -> None:
+    def per_node(cfg: dict[str, Any]) -> None:
+        cfg["container"]["env"].update(NODE_RANK="0", NNODES="auto", JAX_PROCESS_INDEX="0")
+        cfg["container"]["env"]["JAX_COORDINATOR_IP"] = "10.0.0.1"
+
+    loaded = load_config(write_config(tmp_path, per_node))
+    flagged = sorted(w.split(":")[0] for w in loaded.warnings if "cvs-tui sets" in w)
+    assert flagged == [f"container.env.{n}" for n in sorted(PER_NODE_ENV_VARS)]
 
 
 def test_injected_keys_in_maxtext_config_are_errors(tmp_path: Path) -> None:

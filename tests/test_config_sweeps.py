@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.config.sweeps import fp8_flavor, parse_sweep_key
+from cvs_tui.core.config.thresholds import GATED_METRICS
 from cvs_tui.core.errors import UserError
 
 
@@ -133,7 +134,7 @@ def test_no_sweeps_means_one_default_run(tmp_path: Path) -> None:
         cfg.pop("sweeps")
         cfg.pop("runs")
 
-    thr = {"default": {"training.final_loss": {"kind": "max", "value": 15}}}
+    thr = {"default": {m: {"kind": "info", "value": 1} for m in GATED_METRICS}}
     loaded = load_config(write_config(tmp_path, nosweeps, thresholds=thr))
     (run,) = loaded.runs
     assert run.key == "default" and run.maxtext_config["per_device_batch_size"] == 1 and run.steps == 30

@@ -26,6 +26,7 @@ def test_all_seven_kinds_load(tmp_path: Path) -> None:
         thr[BF16] = {
             "training.tflops_per_sec_per_gpu": {"kind": "min", "value": 1},
             "training.final_loss": {"kind": "max", "value": 15},
+            "training.loss_decreased": {"kind": "min", "value": 1},
             "training.step_time_p95_ms": {"kind": "max_ms", "value": 900},
             "training.tokens_per_sec_per_gpu": {"kind": "min_tok_s", "value": 1000},
             "training.step_time_seconds": {"kind": "within", "value": 2.0, "tolerance_pct": 10},

@@ -19,7 +19,7 @@ from _runner_infra import infra, needs_infra
 from rich.console import Console
 from suite_fixtures.helpers import SLUG, Setup, fast_options, make_suite, remove_scratch_tree
 
-from cvs_tui.tui.console import run_console
+from cvs_tui.cli.console import run_console
 
 pytestmark = [*needs_infra, pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
 

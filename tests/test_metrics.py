@@ -20,16 +20,10 @@ from cvs_tui.core.events import (
     StepKind,
     TflopsPerStepEvent,
 )
-from cvs_tui.core.metrics import (
-    MIN_CLEAN_STEPS,
-    RunContext,
-    compute_metrics,
-    node_window,
-    ols_slope,
-    peak_tflops,
-    percentile,
-    sample_loss_curve,
-)
+from cvs_tui.core.judge.definitions import peak_tflops
+from cvs_tui.core.judge.loss import ols_slope, sample_loss_curve
+from cvs_tui.core.judge.metrics import RunContext, compute_metrics, percentile
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, node_window
 
 
 def steps(
@@ -315,8 +309,17 @@ def test_throughput_is_the_harmonic_window_figure(rows: list[tuple[float, float]
         for s, (sec, rate) in enumerate(rows)
     ]
     out = compute_metrics([evs], ctx())
-    window = rows[3:]
+    # the window is the steps after warm-up minus the stalls the stall rule found, each with its reason
+    report = out.node_windows[0].stalls
+    assert report is not None
+    stalled = {x.step for x in report.stalls if x.source == "seconds"}
+    assert out.window_steps == [s for s in range(3, len(rows)) if s not in stalled]
+    assert all(out.node_windows[0].excluded[s].startswith("stall: ") for s in stalled)
+    window = [rows[s] for s in out.window_steps]
     tok = out.metrics["training.tokens_per_sec_per_gpu"].value
+    if len(window) < MIN_CLEAN_STEPS:
+        assert tok is None and out.window_status == "inconclusive"
+        return
     assert tok is not None
     assert tok == pytest.approx(sum(s * r for s, r in window) / sum(s for s, _ in window))
     rates = [r for _, r in window]
@@ -326,3 +329,25 @@ def test_throughput_is_the_harmonic_window_figure(rows: list[tuple[float, float]
     assert out.metrics["training.step_time_seconds"].value == pytest.approx(
         sum(s for s, _ in window) / len(window)
     )
+
+
+def test_stall_metrics_and_their_absence() -> None:
+    secs = [0.1] * 20
+    secs[12] = 5.1  # 5 s lost at step 12
+    evs = [
+        StepEvent(step=s, loss=1.0, line=s + 1, seconds=x, tokens_per_device=100.0, tflops_per_device=1.0)
+        for s, x in enumerate(secs)
+    ]
+    out = compute_metrics([evs], ctx())
+    m = out.metrics
+    assert m["training.stall_count"].value == 1
+    assert m["training.stall_seconds"].value == pytest.approx(5.0)
+    assert m["training.longest_stall_seconds"].value == pytest.approx(5.0)
+    # 17 judged steps of 0.1 s steady time over 16 x 0.1 + 5.1 s of wall time
+    assert m["training.goodput_pct"].value == pytest.approx(100 * 17 * 0.1 / (16 * 0.1 + 5.1))
+    assert 12 not in out.window_steps and out.node_windows[0].excluded[12].startswith("stall: 5.1 s")
+    assert out.stalls is not None and [s.step for _, s in out.stalls.stalls] == [12]
+    # too few steps after warm-up: no baseline, so nothing is claimed either way
+    short = compute_metrics([evs[:5]], ctx()).metrics
+    for k in ("stall_count", "stall_seconds", "longest_stall_seconds", "goodput_pct"):
+        assert short[f"training.{k}"].value is None and short[f"training.{k}"].absent == "inconclusive"

@@ -233,7 +233,8 @@ def test_fixture_log(path: Path, variant: str) -> None:
     data = variants(path.read_bytes())[variant]
     name = f"{path.name} ({variant})"
     whole = check(data, (), None, f"{name} whole")
-    assert whole.events(), "a real log gives events"
+    if path.parent.name != "privacy":  # the privacy corpus holds cluster logs, not training logs
+        assert whole.events(), "a real log gives events"
     check(data, every(7, len(data)), None, f"{name} in 7-byte chunks")
     check(data, every(4096, len(data)), None, f"{name} in 4 KiB chunks")
     check(data, random_cuts(len(data), path.name), None, f"{name} in random chunks")

@@ -15,7 +15,15 @@ from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, format_plan, xla_flags_value
 
-STAGE_ORDER_HEAD = ["preflight", "launch_container", "rdma", "tokenizer", "maxtext_setup", "smoke"]
+STAGE_ORDER_HEAD = [
+    "preflight",
+    "node_health",
+    "launch_container",
+    "rdma",
+    "tokenizer",
+    "maxtext_setup",
+    "smoke",
+]
 
 
 def plan_for(tmp_path: Path, mutate: Any = None, nodes: str = "h1,h2", **kw: Any) -> Plan:
@@ -38,6 +46,7 @@ def test_stage_order_and_reasons(tmp_path: Path) -> None:
     enabled = {s.name: s.enabled for s in plan.stages}
     assert enabled == {
         "preflight": True,
+        "node_health": True,
         "launch_container": True,
         "rdma": True,
         "tokenizer": False,
@@ -210,6 +219,8 @@ def test_checkpoint_resume_phases(tmp_path: Path) -> None:
     assert (p1.steps, p2.steps, ref.steps) == (6, 10, 10)
     assert p1.maxtext_config["enable_checkpointing"] is True and p1.maxtext_config["checkpoint_period"] == 3
     assert p2.maxtext_config["enable_checkpointing"] is True
+    # phase 2 restores phase 1's checkpoint and writes none of its own: its period is past its last step
+    assert p2.maxtext_config["checkpoint_period"] > p2.steps
     assert ref.maxtext_config["enable_checkpointing"] is False
     # phase 2 resumes: same run_name and output dir as phase 1; the reference is separate
     assert (p2.run_name, p2.base_output_directory) == (p1.run_name, p1.base_output_directory)
@@ -220,6 +231,26 @@ def test_checkpoint_resume_phases(tmp_path: Path) -> None:
         assert r.maxtext_config["quantization"] == "nanoo_fp8"
         assert r.threshold_cell is None
     assert plan.stages[-3].name == "checkpoint_resume"
+
+
+def test_checkpoint_resume_without_the_reference_run(tmp_path: Path) -> None:
+    plan = plan_for(tmp_path, lambda c: c.update(checkpoint_resume={"enabled": True, "reference_run": False}))
+    kinds = [r.kind for r in plan.runs]
+    assert "ckpt_reference" not in kinds and kinds[-2:] == ["ckpt_phase1", "ckpt_phase2"]
+    assert plan.checkpoint_resume["reference_run"] is False
+    assert "compare with phase 1 (reference_run is false)" in plan.stage("checkpoint_resume").reason
+    # the stage's sub-stages follow the plan: no CKPT-REF row waits for a run that never comes
+    from cvs_tui.core.runner.stages.checkpoint_resume import CheckpointResume
+
+    assert CheckpointResume().sub_stages(plan) == ["run:CKPT-1", "run:CKPT-2"]
+
+
+def test_checkpoint_resume_reference_run_must_be_a_bool(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as exc:
+        plan_for(
+            tmp_path, lambda c: c.update(checkpoint_resume={"enabled": True, "reference_run": "sometimes"})
+        )
+    assert "reference_run" in str(exc.value)
 
 
 def test_checkpoint_sweep_defaults_to_first_selected_run(tmp_path: Path) -> None:

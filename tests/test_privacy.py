@@ -11,6 +11,7 @@ from _analysis_samples import FIXTURES, write_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.cluster import cluster_from_nodes_arg
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
@@ -22,7 +23,6 @@ from cvs_tui.core.privacy import (
     find_private,
     scrub_files,
 )
-from cvs_tui.tui.cli import main
 
 
 def cats(text: str, ctx: PrivacyContext | None = None, mode: str = "log") -> list[str]:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from _analysis_samples import FIXTURES, LOCAL_2PROC, write_config
 
+from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.privacy import build_context, scrub_run_folder
 from cvs_tui.core.results import load_results
-from cvs_tui.tui.cli import main
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 SLUG = "BS_2_PRECISION_BF16_SL_128"

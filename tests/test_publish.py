@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tui.tui.cli import main
+from cvs_tui.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "maxtext"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tui.core.analysis import analyze_paths, resolve_log_inputs
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.events import RunOutcome
+from cvs_tui.core.offline import analyze_paths, plan_for, resolve_log_inputs
 from cvs_tui.core.replay import replay_events
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.app import CvsApp
@@ -27,14 +27,15 @@ def analysed(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     loaded = load_config(CONFIG)
     key = json.loads(CONFIG.read_text())["runs"][0]
     logs = [str(FIX / "single_20steps.log")]
-    results = analyze_paths(loaded, logs, key)
-    return loaded, results, resolve_log_inputs(loaded, logs, key)
+    plan = plan_for(loaded, logs)
+    results = analyze_paths(plan, logs, key)
+    return plan, results, resolve_log_inputs(plan, logs, key)
 
 
 def test_replay_folds_into_the_same_run(analysed) -> None:  # type: ignore[no-untyped-def]
-    loaded, results, inputs = analysed
+    plan, results, inputs = analysed
     state = RunState()
-    for ev in replay_events(loaded, results, inputs):
+    for ev in replay_events(plan, results, inputs):
         state.apply(ev)
     (run,) = results.runs
     view = state.runs[run.key]
@@ -48,10 +49,10 @@ def test_replay_folds_into_the_same_run(analysed) -> None:  # type: ignore[no-un
 
 
 async def test_replay_opens_the_verdicts_screen(analysed) -> None:  # type: ignore[no-untyped-def]
-    loaded, results, inputs = analysed
+    plan, results, inputs = analysed
 
     async def source() -> AsyncIterator[object]:
-        for ev in replay_events(loaded, results, inputs):
+        for ev in replay_events(plan, results, inputs):
             yield ev
 
     app = CvsApp(source(), title="analyze")  # type: ignore[arg-type]

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from _analysis_samples import load_local, sample_results
 
-from cvs_tui.core.metrics import METRIC_DEFINITIONS, WINDOW_DEFINITION
+from cvs_tui.cli.main import main
+from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS
+from cvs_tui.core.judge.window import WINDOW_DEFINITION
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.report.markdown import md_cell
 from cvs_tui.core.results import StageRecord, write_results
-from cvs_tui.tui.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from _analysis_samples import FIXTURES, LOCAL_2PROC, write_config
 
-from cvs_tui.core.analysis import analyze_paths
 from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.report import write_reports
 
 CHROMIUM = Path("/usr/bin/chromium")

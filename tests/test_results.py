@@ -53,6 +53,10 @@ def test_documented_fields_exist(tmp_path: Path) -> None:
         r.CheckpointRecord,
         r.LossCurveRecord,
         r.ExcludedStep,
+        r.NodeHealthRecord,
+        r.HealthFindingRecord,
+        r.GpuSampleRecord,
+        r.TelemetryPoint,
     ):
         for name in model.model_fields:
             assert f"`{name}`" in doc, f"{model.__name__}.{name} is not documented"

@@ -127,7 +127,15 @@ def test_shipped_config_loads_and_plans(tmp_path: Path, name: str, config: Path,
         assert ("XLA_FLAGS" in planned.env) == bool(cfg.train_params.xla_flags)
         assert len(planned.node_env) == len(cluster.nodes)
     names = [s.name for s in plan.stages]
-    assert names[:6] == ["preflight", "launch_container", "rdma", "tokenizer", "maxtext_setup", "smoke"]
+    assert names[:7] == [
+        "preflight",
+        "node_health",
+        "launch_container",
+        "rdma",
+        "tokenizer",
+        "maxtext_setup",
+        "smoke",
+    ]
     assert names[-3:] == ["checkpoint_resume", "report", "teardown"]
     assert plan.stage("smoke").enabled == cfg.smoke.enabled
     synthetic = all(r.maxtext_config.get("dataset_type") == "synthetic" for r in plan.runs)

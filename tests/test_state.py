@@ -6,6 +6,7 @@ import math
 
 from rich.console import Console
 
+from cvs_tui.cli.console import ConsoleView, run_console
 from cvs_tui.core.events import (
     ErrorHit,
     LogLinesEvent,
@@ -23,7 +24,6 @@ from cvs_tui.core.events import (
     VerdictEvent,
 )
 from cvs_tui.core.state import LineBuffer, RunState
-from cvs_tui.tui.console import ConsoleView, run_console
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import Settle
 from textual.widgets import Input
 from tui_streams import CLOCK, paced, suite_events
 
@@ -23,25 +24,14 @@ def make_app(events: list[RunEvent], **kwargs: object) -> CvsApp:
     return CvsApp(paced(events), title="cvs-tui test", info={"model": "tiny"}, clock=lambda: CLOCK, **kwargs)  # type: ignore[arg-type]
 
 
-async def settle(app: CvsApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    """Wait until the source is drained and the screen shows it."""
-    for _ in range(400):
-        if app.source_done:
-            break
-        await pilot.pause(0.01)
-    assert app.source_done
-    app.refresh_now()
-    await pilot.pause()
-
-
 def pane(app: CvsApp) -> LogPane:
     return app.screen.query_one(LogPane)
 
 
-async def test_select_node_switches_the_log() -> None:
+async def test_select_node_switches_the_log(settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.6))
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         table = app.screen.query_one(NodeTable)
         assert table.row_count == 2 and table.selected_rank() == 0
         first_node_lines = list(pane(app).log_widget.lines)
@@ -59,12 +49,12 @@ async def test_select_node_switches_the_log() -> None:
         )
 
 
-async def test_follow_pauses_on_scroll_counts_new_lines_and_resumes() -> None:
+async def test_follow_pauses_on_scroll_counts_new_lines_and_resumes(settle: Settle) -> None:
     events = suite_events()
     cut = len(events) // 3
     app = make_app(events[:cut])
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         p = pane(app)
         assert p.follow
         p.log_widget.focus()
@@ -85,10 +75,10 @@ async def test_follow_pauses_on_scroll_counts_new_lines_and_resumes() -> None:
         assert p.log_widget.is_vertical_scroll_end
 
 
-async def test_filter_keeps_matching_lines_and_escape_clears() -> None:
+async def test_filter_keeps_matching_lines_and_escape_clears(settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.6))
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         all_lines = list(pane(app).log_widget.lines)
         await pilot.press("slash", *"completed step")
         await pilot.pause()
@@ -100,10 +90,10 @@ async def test_filter_keeps_matching_lines_and_escape_clears() -> None:
         assert list(pane(app).log_widget.lines) == all_lines
 
 
-async def test_export_writes_the_current_view(tmp_path: Path) -> None:
+async def test_export_writes_the_current_view(tmp_path: Path, settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.6), export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         await pilot.press("x")
         await pilot.pause()
         files = list(tmp_path.glob("*.log"))
@@ -111,7 +101,7 @@ async def test_export_writes_the_current_view(tmp_path: Path) -> None:
         assert files[0].read_text().splitlines() == list(pane(app).log_widget.lines)
 
 
-async def test_errors_screen_jumps_to_the_line_in_context() -> None:
+async def test_errors_screen_jumps_to_the_line_in_context(settle: Settle) -> None:
     events = suite_events()
     fatal = [
         e
@@ -121,7 +111,7 @@ async def test_errors_screen_jumps_to_the_line_in_context() -> None:
     assert fatal, "the recorded NaN run must produce a fatal hit"
     app = make_app(events)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ErrorsScreen)
@@ -139,10 +129,10 @@ async def test_errors_screen_jumps_to_the_line_in_context() -> None:
         assert isinstance(app.screen, ErrorsScreen)
 
 
-async def test_verdicts_fill_in_and_show_the_result() -> None:
+async def test_verdicts_fill_in_and_show_the_result(settle: Settle) -> None:
     app = make_app(suite_events())
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         await pilot.press("v")
         await pilot.pause(0.1)
         app.refresh_now()
@@ -157,10 +147,10 @@ async def test_verdicts_fill_in_and_show_the_result() -> None:
         assert app.screen is app.dashboard
 
 
-async def test_leaving_a_live_run_asks_stop_or_detach() -> None:
+async def test_leaving_a_live_run_asks_stop_or_detach(settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.5), live=True)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         app.source_done = False  # the live source is still open
         await pilot.press("q")
         await pilot.pause()
@@ -173,7 +163,7 @@ async def test_leaving_a_live_run_asks_stop_or_detach() -> None:
     assert app.return_value == "detach"
 
 
-async def test_node_table_at_64_nodes_scrolls() -> None:
+async def test_node_table_at_64_nodes_scrolls(settle: Settle) -> None:
     from cvs_tui.core.events import LogLinesEvent, RunStartEvent
 
     hosts = tuple(f"n{i}" for i in range(64))
@@ -181,7 +171,7 @@ async def test_node_table_at_64_nodes_scrolls() -> None:
     events += [LogLinesEvent("BIG", i, 1, (f"hello from {i}",)) for i in range(64)]
     app = make_app(events)
     async with app.run_test(size=(120, 30)) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         table = app.screen.query_one(NodeTable)
         assert table.row_count == 64
         await pilot.press("end")
@@ -190,10 +180,10 @@ async def test_node_table_at_64_nodes_scrolls() -> None:
         assert pane(app).log_widget.lines[-1] == "hello from 63"
 
 
-async def test_command_palette_opens_screens_and_jumps_to_nodes() -> None:
+async def test_command_palette_opens_screens_and_jumps_to_nodes(settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.6))
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         await pilot.press("ctrl+p", *"Go to node 1")
         await pilot.pause(0.3)
         await pilot.press("enter")
@@ -207,10 +197,10 @@ async def test_command_palette_opens_screens_and_jumps_to_nodes() -> None:
         assert isinstance(app.screen, ErrorsScreen)
 
 
-async def test_ascii_mode_draws_no_box_or_block_characters() -> None:
+async def test_ascii_mode_draws_no_box_or_block_characters(settle: Settle) -> None:
     app = make_app(suite_events(fraction=0.6), ascii_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
+        await settle(pilot)
         text = app.export_screenshot()
     import re
 
@@ -219,3 +209,28 @@ async def test_ascii_mode_draws_no_box_or_block_characters() -> None:
     from textual.scrollbar import ScrollBarRender
 
     assert ScrollBarRender.VERTICAL_BARS[0] == "▁"  # other apps in this process keep their glyphs
+
+
+async def test_log_pane_keys_work_on_the_node_log_screen(tmp_path: Path, settle: Settle) -> None:
+    """f, slash and x belong to the log pane: the full-screen node log gets them without its own copies."""
+    app = make_app(suite_events(fraction=0.6), export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeLogScreen)
+        p = pane(app)
+        assert p.follow
+        await pilot.press("f")
+        await pilot.pause()
+        assert not p.follow and "PAUSED" in str(p.query_one("#log-status").render())
+        await pilot.press("G")
+        await pilot.pause()
+        assert p.follow and "FOLLOW" in str(p.query_one("#log-status").render())
+        await pilot.press("x")
+        await pilot.pause()
+        files = list(tmp_path.glob("*.log"))
+        assert len(files) == 1 and files[0].read_text().splitlines() == list(p.log_widget.lines)
+        await pilot.press("slash")
+        await pilot.pause()
+        assert isinstance(app.focused, Input)

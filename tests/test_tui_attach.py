@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.core.attach import follow_run_folder
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -31,10 +32,11 @@ from cvs_tui.core.events import (
     StepKind,
     SuiteEndEvent,
     VerdictEvent,
+    event_from_dict,
     event_to_dict,
 )
-from cvs_tui.tui.attach_source import event_from_dict, follow_run_folder, read_plan_info
-from cvs_tui.tui.feed import EventFeed
+from cvs_tui.core.feed import EventFeed
+from cvs_tui.core.run_folder import RunFolder
 
 SAMPLES = [
     StageEvent("smoke", StageState.RUNNING, "", 1.5),
@@ -127,7 +129,7 @@ async def test_no_follow_reads_what_is_there_and_stops(tmp_path: Path) -> None:
 
 
 async def test_long_log_is_joined_near_its_end_with_true_line_numbers(tmp_path: Path, monkeypatch) -> None:
-    import cvs_tui.tui.attach_source as src
+    import cvs_tui.core.attach as src
 
     monkeypatch.setattr(src, "TAIL_START_BYTES", 1000)
     (tmp_path / "logs" / "R").mkdir(parents=True)
@@ -143,8 +145,8 @@ def test_plan_info(tmp_path: Path) -> None:
     (tmp_path / "plan.json").write_text(
         json.dumps({"mode": "distributed", "nodes": ["a", "b"], "gpu_name": "MI300X"})
     )
-    assert read_plan_info(tmp_path) == {"mode": "distributed (2 nodes)", "gpu": "MI300X"}
-    assert read_plan_info(tmp_path / "missing") == {}
+    assert RunFolder(tmp_path).plan_info() == {"mode": "distributed (2 nodes)", "gpu": "MI300X"}
+    assert RunFolder(tmp_path / "missing").plan_info() == {}
 
 
 async def test_feed_survives_a_cancelled_reader() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
-from cvs_tui.core.metrics import MetricValue
-from cvs_tui.core.verdicts import FAIL, NA, PASS, RECORD, format_expected, judge, judge_all
+from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.verdicts import FAIL, NA, PASS, RECORD, format_expected, judge, judge_all
 
 
 def mv(

@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
 
-from cvs_tui.core.events import LogLinesEvent, event_to_dict
+from cvs_tui.core.events import LogLinesEvent, RunEvent, event_to_dict
 
 
 class EventBus:
     def __init__(self, events_path: Path | None = None) -> None:
-        self._queues: list[asyncio.Queue[Any]] = []
+        self._queues: list[asyncio.Queue[Any]] = []  # RunEvents, then the _END sentinel
         self._fh: IO[str] | None = None
         if events_path is not None:
             events_path.parent.mkdir(parents=True, exist_ok=True)
@@ -32,7 +32,7 @@ class EventBus:
         self._closed = False
         self.write_error: str | None = None  # why events.jsonl is no longer written (None: it is)
 
-    def publish(self, ev: Any) -> None:
+    def publish(self, ev: RunEvent) -> None:
         if self._closed:
             return
         for q in self._queues:
@@ -54,13 +54,13 @@ class EventBus:
             except OSError:
                 pass  # its buffer could not be flushed either: the write error is recorded already
 
-    def subscribe(self) -> AsyncIterator[Any]:
+    def subscribe(self) -> AsyncIterator[RunEvent]:
         """Every event published from now on, until :meth:`close`."""
         q: asyncio.Queue[Any] = asyncio.Queue()
         self._queues.append(q)
         return self._drain(q)
 
-    async def _drain(self, q: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    async def _drain(self, q: asyncio.Queue[Any]) -> AsyncIterator[RunEvent]:
         while True:
             ev = await q.get()
             if ev is _END:

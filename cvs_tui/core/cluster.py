@@ -7,6 +7,10 @@ Cluster file (JSON):
 or `"nodes": ["h1", "alice@h2:2222", {"host": "h3", "port": 2222}]` instead of `node_dict`.
 Rank follows file order; rank 0 is the JAX coordinator. `localhost`/`local` means the local transport
 (no SSH) and may repeat: two local entries are two ranks on this machine.
+
+Upstream CVS cluster files load unchanged: `env_vars` (exported before every command on every node and
+in the launcher), `password` (SSH password auth; keys are preferred), `head_node_dict` (checked against
+rank 0), and `orchestrator`, `container`, `racks` (not used by this suite: a warning says so).
 """
 
 from __future__ import annotations
@@ -14,18 +18,35 @@ from __future__ import annotations
 import getpass
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cvs_tui.core.config.model import is_secret_name
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
 from cvs_tui.core.config.thresholds import read_json_object
 from cvs_tui.core.errors import UserError
 
 LOCAL_HOSTS = ("localhost", "local")
-_ROOT_KEYS = ("username", "priv_key_file", "node_dict", "nodes", "port", "known_hosts", "verify_host_keys")
-# CVS cluster files carry these too; they are informational here.
-_ROOT_INFO_KEYS = ("head_node_dict",)
+_ROOT_KEYS = (
+    "username",
+    "priv_key_file",
+    "node_dict",
+    "nodes",
+    "port",
+    "known_hosts",
+    "verify_host_keys",
+    "env_vars",
+    "password",
+    "head_node_dict",
+)
+# Upstream cluster-file keys this suite has no use for: accepted, with a warning naming what decides instead.
+_IGNORED_KEYS = {
+    "orchestrator": "the config's container.runtime decides where the trainer runs",
+    "container": "the config's container block is used (upstream too lets the suite config override it)",
+    "racks": "switch-tray targeting is not part of the training suite",
+}
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NODE_KEYS = ("host", "port", "username", "priv_key_file")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]%]+$")
 
@@ -47,6 +68,9 @@ class Cluster:
     source: str
     known_hosts: str | None = None
     verify_host_keys: bool = True
+    env_vars: dict[str, str] = field(default_factory=dict)
+    password: str | None = field(default=None, repr=False)  # never printed, logged or written
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def coordinator_ip(self) -> str:
@@ -75,8 +99,8 @@ def local_cluster(n: int = 1) -> Cluster:
 
 def _parse_target(text: str) -> tuple[str | None, str, int | None]:
     """`[user@]host[:port]` -> (user, host, port); raises ValueError."""
-    user, at, rest = text.strip().rpartition("@")
-    user = user if at else None
+    login, at, rest = text.strip().rpartition("@")
+    user = login if at else None
     host, port = rest, None
     if rest.count(":") == 1:  # one colon: host:port (IPv6 literals have several and take no port here)
         host, _, p = rest.partition(":")
@@ -122,7 +146,9 @@ def _changeme(node: Any, parts: list[str | int], problems: Problems) -> None:
         for i, v in enumerate(node):
             _changeme(v, [*parts, i], problems)
     elif isinstance(node, str) and "<changeme>" in node.lower():
-        problems.add(jpath(parts), f"still tagged <changeme> ({node!r})", "replace it with your value")
+        secret = any(isinstance(p, str) and is_secret_name(p) for p in parts)
+        shown = "'***'" if secret else repr(node)
+        problems.add(jpath(parts), f"still tagged <changeme> ({shown})", "replace it with your value")
 
 
 def _finish(nodes: list[Node], problems: Problems, source: str) -> None:
@@ -197,11 +223,26 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
     def sub(v: Any) -> Any:  # `{user-id}` is the OS user (as CVS resolves its cluster files)
         return v.replace("{user-id}", me) if isinstance(v, str) else v
 
+    warnings: list[str] = []
     for key in data:
-        if key not in _ROOT_KEYS and key not in _ROOT_INFO_KEYS:
+        if key in _IGNORED_KEYS:
+            warnings.append(f"{path.name}: {key}: ignored; {_IGNORED_KEYS[key]}")
+        elif key not in _ROOT_KEYS:
             problems.add(
-                jpath([key]), f"unknown key '{key}'{did_you_mean(key, _ROOT_KEYS)}", "remove or rename it"
+                jpath([key]),
+                f"unknown key '{key}'{did_you_mean(key, [*_ROOT_KEYS, *_IGNORED_KEYS])}",
+                "remove or rename it",
             )
+    env_vars = _env_vars(data.get("env_vars"), problems)
+    password = data.get("password")
+    if password is not None and (not isinstance(password, str) or not password):
+        problems.add("password", "must be a non-empty string", "set it, or remove it to use keys only")
+        password = None
+    if password:
+        warnings.append(
+            f"{path.name}: password: SSH password authentication is used; keys are preferred "
+            "(priv_key_file), and the file holding a password must be readable only by you"
+        )
     username = sub(data.get("username"))
     if username is not None and (not isinstance(username, str) or not username):
         problems.add("username", f"must be a non-empty string, got {username!r}", "set the SSH user")
@@ -288,16 +329,70 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
         )
     if isinstance(data.get("node_dict"), dict) or isinstance(data.get("nodes"), list):
         _finish(nodes, problems, "node_dict" if "node_dict" in data else "nodes")
+    warnings += _head_node(sub(_head_ip(data.get("head_node_dict"), problems)), nodes, path.name)
     problems.raise_if_any()
-    return Cluster(nodes=nodes, user=user, source=str(path), known_hosts=known_hosts, verify_host_keys=verify)
+    return Cluster(
+        nodes=nodes,
+        user=user,
+        source=str(path),
+        known_hosts=known_hosts,
+        verify_host_keys=verify,
+        env_vars=env_vars,
+        password=password if isinstance(password, str) else None,
+        warnings=warnings,
+    )
+
+
+def _env_vars(value: Any, problems: Problems) -> dict[str, str]:
+    """`env_vars`: {NAME: value}; numbers become strings, `_` keys are comments."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.add("env_vars", "must map names to values", 'write {"NAME": "value"} or {}')
+        return {}
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if k.startswith("_"):
+            continue
+        if not _ENV_NAME_RE.match(k):
+            problems.add(jpath(["env_vars", k]), "not a valid environment variable name", "rename it")
+        elif isinstance(v, bool) or not isinstance(v, str | int | float):
+            problems.add(jpath(["env_vars", k]), "must be a string", "write the value in quotes")
+        else:
+            out[k] = str(v)
+    return out
+
+
+def _head_ip(value: Any, problems: Problems) -> str | None:
+    if value is None:
+        return None
+    ip = value.get("mgmt_ip") if isinstance(value, dict) else None
+    if not isinstance(ip, str) or not ip:
+        problems.add("head_node_dict", 'expected {"mgmt_ip": "<rank 0 host>"}', "fix it or remove it")
+        return None
+    return ip
+
+
+def _head_node(ip: str | None, nodes: list[Node], name: str) -> list[str]:
+    """Upstream's head node is rank 0 (the JAX coordinator); say so when head_node_dict names another."""
+    if ip is None or not nodes or nodes[0].host == ip:
+        return []
+    where = next((f"rank {n.rank}" for n in nodes if n.host == ip), "not a listed node")
+    return [
+        f"{name}: head_node_dict.mgmt_ip {ip} is {where}; the first node ({nodes[0].host}) is rank 0 "
+        "and the JAX coordinator; list the head node first to make it the coordinator"
+    ]
 
 
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
-    """The cluster as a JSON-ready dict (no secrets: key files are paths)."""
+    """The cluster as a JSON-ready dict (no secrets: key files are paths, the password and secret-looking
+    env_vars are masked)."""
     return {
         "source": cluster.source,
         "user": cluster.user,
         "known_hosts": cluster.known_hosts,
         "verify_host_keys": cluster.verify_host_keys,
         "nodes": [asdict(n) for n in cluster.nodes],
+        "env_vars": {k: ("***" if is_secret_name(k) else v) for k, v in cluster.env_vars.items()},
+        "password": "***" if cluster.password else None,
     }

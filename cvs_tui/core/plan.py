@@ -7,23 +7,34 @@ The runner executes a Plan and never re-reads the config. `Plan.display_dict()` 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
+import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from cvs_tui.core.cluster import Cluster
-from cvs_tui.core.config.blocks import ThresholdSpec
-from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.config.blocks import (
+    DEFAULT_TELEMETRY_S,
+    Convergence,
+    LossCurve,
+    ScalingBaseline,
+    ThresholdKind,
+    ThresholdSpec,
+)
+from cvs_tui.core.config.host_config import Vendor, effective_host_config, gpu_mode, parse_runtime_args
+from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, LoadedConfig
 from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec, is_secret_name
 from cvs_tui.core.errors import UserError
 
 PLAN_SCHEMA_VERSION = 1
-# Special runs: key -> slug (the sweep runs use their sweep key and slug).
+# The run catalogue. Special runs: key -> slug (the sweep runs use their sweep key and slug).
 SMOKE_KEY, CKPT1_KEY, CKPT2_KEY, CKPT_REF_KEY = "SMOKE", "CKPT-1", "CKPT-2", "CKPT-REF"
 SPECIAL_SLUGS = {SMOKE_KEY: "SMOKE", CKPT1_KEY: "CKPT_1", CKPT2_KEY: "CKPT_2", CKPT_REF_KEY: "CKPT_REF"}
 MASK = "***"
@@ -50,6 +61,32 @@ class PlannedNode(_Frozen):
     key_file: str | None = None
 
 
+class PlannedSlurm(_Frozen):
+    """Where a ``launcher: slurm`` plan runs: an allocation, or the one cvs-tui will request."""
+
+    job_id: str | None  # None: not allocated yet (`plan --slurm` outside an allocation)
+    nodes: list[str]  # Slurm node names in rank order (rank 0 = first); empty until allocated
+    salloc_args: list[str]  # what `salloc --no-shell` is given when cvs-tui requests the allocation
+    owned: bool  # requested by cvs-tui: released at the end, also on failure and Ctrl-C
+
+
+class JudgeSpec(_Frozen):
+    """Everything the judge needs to know about one run besides its logs (see core/judge)."""
+
+    cell_key: str | None  # the threshold cell's key, None when the run has no cell
+    cell: dict[str, ThresholdSpec]  # the gates (empty for smoke and checkpoint runs)
+    enforce: bool  # enforce_thresholds for sweeps; smoke and checkpoint runs record only
+    extra_specs: dict[str, ThresholdSpec]  # gates outside the cell (checkpoint save/load seconds)
+    loss_curve: LossCurve  # `enforce` is the run's: only sweeps gate on the loss curve
+    convergence: Convergence
+    scaling_baseline: ScalingBaseline
+    precision: str  # bf16, fp8, ...: picks the peak TFLOP/s for MFU
+    eval_configured: bool  # eval_interval > 0
+    checkpointing: bool  # enable_checkpointing
+    gpus_per_node: int
+    gpu_name: str
+
+
 class PlannedRun(_Frozen):
     key: str
     slug: str
@@ -64,6 +101,7 @@ class PlannedRun(_Frozen):
     xla_flags: str | None
     node_env: list[dict[str, str]]
     threshold_cell: dict[str, ThresholdSpec] | None
+    judge: JudgeSpec
 
 
 class Plan(_Frozen):
@@ -82,6 +120,7 @@ class Plan(_Frozen):
     known_hosts: str | None
     verify_host_keys: bool
     launcher: str = "nodes"  # how the runs start on the nodes: a key of runner.launch.LAUNCHERS
+    slurm: PlannedSlurm | None = None  # launcher "slurm": the allocation
     nodes: list[PlannedNode]
     coordinator: str
     coordinator_port: str
@@ -89,6 +128,7 @@ class Plan(_Frozen):
     runs: list[PlannedRun]
     container_name: str
     container_image: str
+    container_image_tar: str | None = None
     container_runtime: Literal["docker", "host"]
     container_lifetime: str
     container_args: dict[str, Any]
@@ -104,6 +144,22 @@ class Plan(_Frozen):
     checkpoint_resume: dict[str, Any]
     warnings: list[str]
     preflight_errors: list[str]
+    # The Docker HostConfig the container gets (runtime.args + upstream's defaults); None for runtime host.
+    host_config: dict[str, Any] | None = None
+    cluster_env: dict[str, str] = {}  # the cluster file's env_vars: before every command, in the launcher
+    launcher_env: dict[str, str] = {}  # HF_HOME, PYTHONPATH, LD_LIBRARY_PATH ($NAME expands)
+    ssh_password: SecretStr | None = None
+    # Node health (config `health`): how the kernel log is read, and the telemetry interval (None: off,
+    # always for hardware: cpu).
+    health_kernel_log: Literal["plain", "sudo", "off"] = "plain"
+    health_telemetry_s: float | None = None
+
+    def run(self, key: str) -> PlannedRun:
+        """The planned run with this key (a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF)."""
+        for r in self.runs:
+            if r.key == key:
+                return r
+        raise KeyError(key)
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:
@@ -119,6 +175,8 @@ class Plan(_Frozen):
             run["maxtext_config"] = mask_env(run["maxtext_config"])
             run["yaml_text"] = yaml_dump(run["maxtext_config"])
             run["node_env"] = [mask_env(e) for e in run["node_env"]]
+        d["cluster_env"] = mask_env(d["cluster_env"])
+        d["ssh_password"] = MASK if self.ssh_password is not None else None
         return d
 
 
@@ -144,6 +202,44 @@ def xla_flags_value(flags: dict[str, Any]) -> str | None:
         value = ("true" if v else "false") if isinstance(v, bool) else str(v)
         parts.append(f"--{k}={value}")
     return " ".join(parts)
+
+
+def precision_of(maxtext_config: dict[str, Any]) -> str:
+    q = str(maxtext_config.get("quantization") or "").lower()
+    return "fp8" if "fp8" in q else (q or "bf16")
+
+
+def _judge_spec(loaded: LoadedConfig, key: str, kind: RunKind, mc: dict[str, Any]) -> JudgeSpec:
+    cfg = loaded.config
+    cr = cfg.checkpoint_resume
+    cell = loaded.thresholds.get(key) if kind == "sweep" else None
+    extra: dict[str, ThresholdSpec] = {}
+    if kind == "ckpt_phase1" and cr.max_save_seconds > 0:
+        extra["training.checkpoint_save_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_save_seconds
+        )
+    if kind == "ckpt_phase2" and cr.max_load_seconds > 0:
+        extra["training.checkpoint_load_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_load_seconds
+        )
+    try:
+        eval_interval = int(mc.get("eval_interval", 0) or 0)
+    except (TypeError, ValueError):
+        eval_interval = 0
+    return JudgeSpec(
+        cell_key=key if cell is not None else None,
+        cell=dict(cell or {}),
+        enforce=kind == "sweep" and cfg.enforce_thresholds,
+        extra_specs=extra,
+        loss_curve=cfg.loss_curve.model_copy(update={"enforce": kind == "sweep" and cfg.loss_curve.enforce}),
+        convergence=cfg.convergence,
+        scaling_baseline=cfg.scaling_baseline,
+        precision=precision_of(mc),
+        eval_configured=eval_interval > 0,
+        checkpointing=bool(mc.get("enable_checkpointing", False)),
+        gpus_per_node=cfg.gpus_per_node,
+        gpu_name=cfg.gpu_name,
+    )
 
 
 def _docker_name(text: str) -> str:
@@ -198,7 +294,8 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
             f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
             "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
         )
-    env = dict(cfg.container.env)
+    # Per-node vars in container.env are overridden per node (the loader warned): keep them out.
+    env = {k: v for k, v in cfg.container.env.items() if k not in PER_NODE_ENV_VARS}
     xla = xla_flags_value(cfg.train_params.xla_flags)
     if xla is not None:
         env["XLA_FLAGS"] = xla
@@ -233,6 +330,7 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
             xla_flags=xla,
             node_env=_node_env(cluster, port, cpu),
             threshold_cell=loaded.thresholds.get(key) if kind == "sweep" else None,
+            judge=_judge_spec(loaded, key, kind, mc),
         )
 
     runs: list[PlannedRun] = []
@@ -261,13 +359,18 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         p1["checkpoint_period"] = cr.checkpoint_period
         # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
         # its logs still go to their own folder (CKPT_2).
-        p2 = p1 | {"steps": total}
-        ref = base | {"steps": total, "enable_checkpointing": False}
+        # Its checkpoint_period is past its last step (as upstream), so it writes no full checkpoint of its
+        # own: only the restore is tested, and the folder holds phase 1's checkpoints alone.
+        p2 = p1 | {"steps": total, "checkpoint_period": total + 1}
         runs.append(planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"))
         runs.append(planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"))
-        runs.append(
-            planned(CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF")
-        )
+        if cr.reference_run:
+            ref = base | {"steps": total, "enable_checkpointing": False}
+            runs.append(
+                planned(
+                    CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF"
+                )
+            )
 
     lifetime = cfg.container.lifetime
     runtime = cfg.container.runtime.name
@@ -288,7 +391,23 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         PlanInput(loaded=loaded, cluster=cluster, out_dir=out_dir, runs=runs, container_name=container_name)
     )
     tp = cfg.train_params
-
+    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
+    mode = gpu_mode(cfg.gpu_name, cpu_only=cpu_only)
+    host_config = None
+    if runtime == "docker":
+        vendor: Vendor | None = "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
+        host_config = effective_host_config(parse_runtime_args(cfg.container.runtime.args), vendor)
+    launcher_env = {"HF_HOME": cfg.paths.models_dir}
+    if runtime == "docker":
+        launcher_env["PYTHONPATH"] = f"$PYTHONPATH:{tp.maxtext_root}"
+        if mode == "amd":
+            launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
+    extra_warnings = list(cluster.warnings)
+    if runtime == "docker" and mode == "auto":
+        extra_warnings.append(
+            f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
+            "defaults by what the node has (see preflight)"
+        )
     plan = Plan(
         run_id=run_id,
         config_path=str(loaded.path),
@@ -315,6 +434,7 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         runs=runs,
         container_name=container_name,
         container_image=cfg.container.image,
+        container_image_tar=cfg.container.image_tar or None,
         container_runtime=runtime,
         container_lifetime=lifetime,
         container_args=dict(cfg.container.runtime.args),
@@ -328,8 +448,14 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         maxtext_install_cmd=tp.maxtext_install_cmd,
         error_patterns=loaded.error_patterns,
         checkpoint_resume=cr.model_dump(mode="json"),
-        warnings=list(loaded.warnings),
+        warnings=list(loaded.warnings) + extra_warnings,
         preflight_errors=list(loaded.preflight_errors),
+        host_config=host_config,
+        cluster_env=dict(cluster.env_vars),
+        launcher_env=launcher_env,
+        ssh_password=SecretStr(cluster.password) if cluster.password else None,
+        health_kernel_log=cfg.health.kernel_log,
+        health_telemetry_s=None if cpu_only else (cfg.health.telemetry_interval_s or DEFAULT_TELEMETRY_S),
     )
     # `{run_dir}` (left by the loader) is the run folder, known only now.
     run_dir = str(Path(out_dir).resolve())
@@ -349,6 +475,21 @@ def _replace_deep(node: Any, old: str, new: str) -> Any:
     return node
 
 
+def _format_slurm(d: dict[str, Any], w: Callable[[str], None]) -> None:
+    sl = d["slurm"]
+    if sl["job_id"] is None:
+        request = shlex.join(sl["salloc_args"])
+        w(f"  slurm       will request: salloc --no-shell {request}  (released at the end)")
+        for n in d["nodes"]:
+            w(f"  rank {n['rank']}  node {n['rank'] + 1} of the allocation, in Slurm's node-list order")
+        return
+    how = "requested by cvs-tui, released at the end" if sl["owned"] else "the allocation cvs-tui runs in"
+    w(f"  slurm       job {sl['job_id']}  ({how})")
+    for n, name in zip(d["nodes"], sl["nodes"], strict=True):
+        coord = "  (coordinator)" if n["rank"] == 0 else ""
+        w(f"  rank {n['rank']}  {name}  address {n['host']}  srun --jobid {sl['job_id']} -w {name}{coord}")
+
+
 def format_plan(plan: Plan) -> str:
     """The plan as plain text for a terminal (secrets masked)."""
     d = plan.display_dict()
@@ -365,13 +506,21 @@ def format_plan(plan: Plan) -> str:
     else:
         w(f"  container   {d['container_name']}  image {d['container_image']}  ({d['container_lifetime']})")
     w(f"  trainer     {d['python']} {' | '.join(d['train_script_paths'])}  (first that exists)")
+    if d["host_config"] is not None:
+        w("  HostConfig  " + json.dumps(d["host_config"], sort_keys=True))
+    for k, v in d["cluster_env"].items():
+        w(f"  node env    {k}={v}  (cluster file env_vars, before every command)")
+    for k, v in d["launcher_env"].items():
+        w(f"  launcher    {k}={v}")
     for line in d["preflight_errors"]:
         w(f"  PREFLIGHT ERROR: {line}")
     for line in d["warnings"]:
         w(f"  warning: {line}")
     w("")
     w("Nodes")
-    for n in d["nodes"]:
+    if d.get("slurm") is not None:
+        _format_slurm(d, w)
+    for n in [] if d.get("slurm") is not None else d["nodes"]:
         how = (
             "local" if n["local"] else f"ssh {n['user']}@{n['host']}" + (f":{n['port']}" if n["port"] else "")
         )

@@ -10,9 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-from cvs_tui.core.analysis import parse_log_file, verdict_events
 from cvs_tui.core.events import (
     LogLinesEvent,
     NodeLogEvent,
@@ -25,20 +23,24 @@ from cvs_tui.core.events import (
     StageState,
     SuiteEndEvent,
 )
+from cvs_tui.core.judge import verdict_events
+from cvs_tui.core.offline import parse_log_file
+from cvs_tui.core.plan import Plan
 from cvs_tui.core.results import Results
 
 _BATCH = 500
 
 
 def replay_events(
-    loaded: Any,
+    plan: Plan,
     results: Results,
     inputs: Sequence[tuple[str, Sequence[Path]]],
     *,
     results_path: Path | None = None,
     report_path: Path | None = None,
 ) -> Iterator[object]:
-    """Events for ``results`` (from `analyze`), with the node logs in ``inputs`` (run key, logs by rank)."""
+    """Events for ``results`` (from `analyze` with ``plan``), with the node logs in ``inputs`` (run key,
+    logs by rank)."""
     logs = dict(inputs)
     for st in results.stages:
         yield StageEvent(stage=st.name, state=StageState.RUNNING, at=st.started_at or 0.0)
@@ -48,7 +50,7 @@ def replay_events(
         yield RunStartEvent(run=run.key, total_steps=run.total_steps, nodes=hosts, at=run.started_at or 0.0)
         for rank, path in enumerate(logs.get(run.key, ())):
             yield from _lines(run.key, rank, Path(path))
-            events, _ = parse_log_file(Path(path), loaded.error_patterns)
+            events, _ = parse_log_file(Path(path), plan.error_patterns)
             for ev in events:
                 yield NodeLogEvent(run=run.key, node=rank, event=ev)
             node = run.nodes[rank] if rank < len(run.nodes) else None

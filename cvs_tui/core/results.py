@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cvs_tui.core.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this code reads: 2 added node health (additive, with defaults), so a version-1 file loads.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 def _umask_mode() -> int:
@@ -83,6 +85,17 @@ class WindowRecord(_Model):
     warmup_steps: int
 
 
+class StallRecord(_Model):
+    """A stall of one node (docs/metrics.md, "Stalls and goodput")."""
+
+    step: int
+    seconds: float  # the logged interval (a log gap: the gap between the step lines)
+    lost_seconds: float  # seconds - the node's median step seconds
+    source: str  # "seconds" | "log gap"
+    cause: str  # "during the async save of step 20 (...)" | "unexplained"
+    line: int
+
+
 class NodeRecord(_Model):
     rank: int
     host: str = ""
@@ -104,6 +117,7 @@ class NodeRecord(_Model):
     evals: list[EvalPoint] = Field(default_factory=list)
     checkpoints: list[CheckpointRecord] = Field(default_factory=list)
     window: WindowRecord | None = None
+    stalls: list[StallRecord] = Field(default_factory=list)
 
 
 class MetricRecord(_Model):
@@ -146,6 +160,59 @@ class LossCurveRecord(_Model):
     enforce: bool
 
 
+class HealthFindingRecord(_Model):
+    """A kernel-log line on a node that matched a health signature, with the run/step it fell in."""
+
+    node: int
+    host: str = ""
+    signature: str
+    severity: str  # fatal | warning
+    line: str  # the kernel message as logged
+    kernel_time: float  # seconds since the node's boot
+    wall_time: float
+    detail: str = ""
+    run: str | None = None
+    step: int | None = None  # the step in progress on that node; None before its first step
+
+
+class GpuSampleRecord(_Model):
+    gpu: int
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    gfx_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    ecc_correctable: int | None = None
+    ecc_uncorrectable: int | None = None
+
+
+class TelemetryPoint(_Model):
+    """One sample of a node, averaged over its GPUs (the report's chart); None where none reported."""
+
+    at: float
+    util_pct: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+class NodeHealthRecord(_Model):
+    """One node's health over the whole suite: ``not checked`` (with why) is never ``ok``."""
+
+    rank: int
+    host: str = ""
+    state: str = "not checked"  # HealthState value: ok | warn | fail | not checked
+    reason: str = ""
+    kernel_log: str = "plain"  # how it was read: plain | sudo | off
+    findings: list[HealthFindingRecord] = Field(default_factory=list)
+    telemetry_tool: str | None = None
+    telemetry_error: str = ""
+    telemetry_last: list[GpuSampleRecord] = Field(default_factory=list)  # the latest sample per GPU
+    telemetry_first: list[GpuSampleRecord] = Field(default_factory=list)  # the first (ECC comparison)
+    telemetry: list[TelemetryPoint] = Field(default_factory=list)
+
+
 class RunRecord(_Model):
     key: str
     slug: str
@@ -166,6 +233,7 @@ class RunRecord(_Model):
     loss_curve: LossCurveRecord | None = None
     environment: Environment = Field(default_factory=Environment)
     notes: list[str] = Field(default_factory=list)
+    health_findings: list[HealthFindingRecord] = Field(default_factory=list)  # those attributed to it
 
     def metric(self, name: str) -> MetricRecord | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -204,6 +272,7 @@ class Results(_Model):
     runs: list[RunRecord] = Field(default_factory=list)
     metric_definitions: dict[str, str] = Field(default_factory=dict)
     window_definition: str = ""
+    node_health: list[NodeHealthRecord] = Field(default_factory=list)  # empty: health not watched
 
     @property
     def passed(self) -> bool:
@@ -292,7 +361,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         ) from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{p}: not a cvs-tui results file (no schema_version)")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
             f"{p}: schema_version {data['schema_version']!r} is not supported (this cvs-tui reads "
             f"{SCHEMA_VERSION}); re-run `cvs-tui analyze` on the logs"

@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 
 from cvs_tui.core.events import (
     ErrorHit,
+    GpuTelemetryEvent,
+    HealthFindingEvent,
+    HealthState,
     LogLinesEvent,
+    NodeHealthEvent,
     NodeLogEvent,
     NodeState,
     NodeStatusEvent,
@@ -41,6 +45,7 @@ LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
 STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)
 MAX_LINE_CHARS = 1000  # longer lines are cut for display; the log file keeps them whole
 MAX_ERROR_ROWS = 5000  # error hits listed; later ones are counted (fatal hits are always kept)
+MAX_HEALTH_FINDINGS = 2000  # kernel-log findings listed; later warnings are counted (fatal ones kept)
 
 
 class LineBuffer:
@@ -104,6 +109,28 @@ class NodeView:
     fatal_hits: int = 0
     last_line: str = ""
     lines: LineBuffer = field(default_factory=lambda: LineBuffer(NODE_BUFFER_LINES))
+
+
+@dataclass
+class NodeHealthView:
+    """One node's health for the whole suite: ``not checked`` until its kernel log is being read."""
+
+    rank: int
+    host: str = ""
+    state: HealthState = HealthState.NOT_CHECKED
+    reason: str = "kernel log not read yet"
+    fatal: int = 0
+    warnings: int = 0
+    telemetry: GpuTelemetryEvent | None = None  # the latest sample of its GPUs
+
+    def escalate(self, f: HealthFindingEvent) -> None:
+        if f.severity is Severity.FATAL:
+            self.fatal += 1
+            self.state = HealthState.FAIL
+        else:
+            self.warnings += 1
+            if self.state is HealthState.OK:
+                self.state = HealthState.WARN
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +214,9 @@ class RunState:
         self.run_order: list[str] = []
         self.errors: list[ErrorRow] = []
         self.errors_dropped = 0  # warnings beyond MAX_ERROR_ROWS, counted but not listed
+        self.health: dict[int, NodeHealthView] = {}  # rank -> health over the whole suite
+        self.health_findings: list[HealthFindingEvent] = []
+        self.health_findings_dropped = 0
         self.suite_end: SuiteEndEvent | None = None
         self.first_at: float | None = None
         self.last_at: float | None = None
@@ -284,6 +314,31 @@ class RunState:
             self.run(ev.run).verdicts[ev.metric] = ev
         elif isinstance(ev, SuiteEndEvent):
             self.suite_end = ev
+        elif isinstance(ev, NodeHealthEvent | HealthFindingEvent | GpuTelemetryEvent):
+            self._apply_health(ev)
+
+    def node_health(self, rank: int) -> NodeHealthView:
+        hv = self.health.get(rank)
+        if hv is None:
+            hv = self.health[rank] = NodeHealthView(rank)
+        return hv
+
+    def _apply_health(self, ev: NodeHealthEvent | HealthFindingEvent | GpuTelemetryEvent) -> None:
+        hv = self.node_health(ev.node)
+        if ev.host:
+            hv.host = ev.host
+        if isinstance(ev, NodeHealthEvent):
+            # a fatal finding stays FAIL even if access is lost later (never back to ok/not checked)
+            hv.state = HealthState.FAIL if hv.fatal else ev.state
+            hv.reason = ev.reason
+        elif isinstance(ev, HealthFindingEvent):
+            hv.escalate(ev)
+            if len(self.health_findings) < MAX_HEALTH_FINDINGS or ev.severity is Severity.FATAL:
+                self.health_findings.append(ev)
+            else:
+                self.health_findings_dropped += 1
+        else:
+            hv.telemetry = ev
 
     def _apply_lines(self, ev: LogLinesEvent) -> None:
         rv = self.run(ev.run)

@@ -1,1 +1,1 @@
-"""Front-ends: the CLI entry point, the headless console and the Textual app."""
+"""The Textual front-end: the app, its screens and widgets (the CLI and console live in cvs_tui.cli)."""

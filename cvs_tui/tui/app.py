@@ -11,7 +11,8 @@ import asyncio
 import inspect
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,12 +23,15 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
+from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import RunEvent
+from cvs_tui.core.feed import EventFeed, as_feed
+from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.state import RunState
-from cvs_tui.tui.attach_source import plan_slugs, read_plan_info, run_slug
-from cvs_tui.tui.feed import EventFeed, as_feed
+from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
+from cvs_tui.tui.screens.health import HealthScreen
 from cvs_tui.tui.screens.help import HelpScreen
 from cvs_tui.tui.screens.node_log import NodeLogScreen
 from cvs_tui.tui.screens.quit_dialog import QuitChoice, QuitDialog
@@ -37,6 +41,35 @@ from cvs_tui.tui.widgets.node_table import NodeTable
 
 REFRESH_SECONDS = 0.1
 QuitCallback = Callable[[QuitChoice], Awaitable[None] | None]
+
+
+def _toggle_follow(dashboard: DashboardScreen) -> None:
+    dashboard.log_pane.action_toggle_follow()
+
+
+def _filter(dashboard: DashboardScreen) -> None:
+    dashboard.log_pane.action_filter()
+
+
+def _export(dashboard: DashboardScreen) -> None:
+    dashboard.log_pane.action_export()
+
+
+@contextmanager
+def ascii_scrollbars() -> Iterator[None]:
+    """Scrollbars drawn with spaces instead of eighth-blocks, for terminals that only show ASCII.
+
+    Textual has no per-app setting for these glyphs: they are class attributes of ScrollBarRender, shared
+    by every app in the process. So they are swapped only while an ASCII app runs and always put back,
+    which matters where several apps run in one process (the tests).
+    """
+    saved = (ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS)
+    ScrollBarRender.VERTICAL_BARS = [" "] * 8
+    ScrollBarRender.HORIZONTAL_BARS = [" "] * 8
+    try:
+        yield
+    finally:
+        ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS = saved
 
 
 class CvsCommands(Provider):
@@ -49,10 +82,11 @@ class CvsCommands(Provider):
             ("Dashboard", app.action_dashboard, "Per-node table and log"),
             ("Errors", app.action_errors, "Every error hit, fatal first"),
             ("Verdicts", app.action_verdicts, "Metric tables, loss curve, PASS/FAIL"),
-            ("Toggle follow", partial(app.dashboard_action, "toggle_follow"), "Follow the log's end"),
-            ("Toggle all nodes", partial(app.dashboard_action, "toggle_merged"), "Merged view"),
-            ("Filter log", partial(app.dashboard_action, "filter"), "Show only matching lines"),
-            ("Export log view", partial(app.dashboard_action, "export"), "Write the log pane to a file"),
+            ("Health", app.action_health, "Node health: kernel-log findings, GPU telemetry"),
+            ("Toggle follow", app.on_dashboard(_toggle_follow), "Follow the log's end"),
+            ("Toggle all nodes", app.on_dashboard(DashboardScreen.action_toggle_merged), "Merged view"),
+            ("Filter log", app.on_dashboard(_filter), "Show only matching lines"),
+            ("Export log view", app.on_dashboard(_export), "Write the log pane to a file"),
             ("Help", app.action_help, "Keys"),
         ]
         rv = app.view.current_run
@@ -84,6 +118,7 @@ class CvsApp(App[QuitChoice]):
         Binding("question_mark,f1", "help", "Help"),
         Binding("e", "errors", "Errors"),
         Binding("v", "verdicts", "Verdicts"),
+        Binding("H", "health", "Health"),
         Binding("d", "dashboard", "Dashboard", show=False),
     ]
 
@@ -107,7 +142,8 @@ class CvsApp(App[QuitChoice]):
         self.ascii_only = ascii_only
         self.live = live  # leaving asks whether to stop the run or detach
         self.run_dir = run_dir
-        self.export_dir = export_dir or (run_dir / "exports" if run_dir is not None else Path.cwd())
+        self.folder = RunFolder(run_dir) if run_dir is not None else None
+        self.export_dir = export_dir or (self.folder.exports_dir if self.folder is not None else Path.cwd())
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self.view = RunState()
@@ -117,12 +153,9 @@ class CvsApp(App[QuitChoice]):
         self._shown_version = -1
         self._shown_second = -1
         self.title = title
-        self._scrollbar_glyphs = (ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS)
+        self._glyphs = ExitStack()  # closed when this app unmounts
         if ascii_only:
-            # Scrollbar ends are drawn with eighth-blocks; plain spaces keep ASCII terminals clean.
-            # The glyphs are class-wide in Textual, so they are put back when this app unmounts.
-            ScrollBarRender.VERTICAL_BARS = [" "] * 8
-            ScrollBarRender.HORIZONTAL_BARS = [" "] * 8
+            self._glyphs.enter_context(ascii_scrollbars())
 
     # -- life cycle ----------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -133,7 +166,7 @@ class CvsApp(App[QuitChoice]):
         self.set_interval(self.refresh_seconds, self._tick)
 
     def on_unmount(self) -> None:
-        ScrollBarRender.VERTICAL_BARS, ScrollBarRender.HORIZONTAL_BARS = self._scrollbar_glyphs
+        self._glyphs.close()
 
     async def _consume(self) -> None:
         """Fold every event into the view model; widgets are updated on the tick, not here."""
@@ -160,9 +193,8 @@ class CvsApp(App[QuitChoice]):
         self._shown_version = self.view.version
         self._shown_second = second
         screen = self.screen
-        refresh = getattr(screen, "refresh_view", None)
-        if refresh is not None:
-            refresh()
+        if isinstance(screen, RunViewScreen):  # help and the quit dialog draw nothing from the view
+            screen.refresh_view()
         if screen is not self.dashboard and self.dashboard.is_mounted:
             # Keep the dashboard's log pane drained so returning to it does not write a huge batch.
             self.dashboard.refresh_view()
@@ -195,13 +227,21 @@ class CvsApp(App[QuitChoice]):
     def action_verdicts(self) -> None:
         self._show(VerdictsScreen)
 
+    def action_health(self) -> None:
+        self._show(HealthScreen)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def dashboard_action(self, name: str) -> None:
-        self._show(DashboardScreen)
-        self.call_later(getattr(self.dashboard, f"action_{name}"))
+    def on_dashboard(self, action: Callable[[DashboardScreen], None]) -> Callable[[], None]:
+        """A palette callback: show the dashboard, then run ``action`` on it."""
+
+        def run() -> None:
+            self._show(DashboardScreen)
+            self.call_later(action, self.dashboard)
+
+        return run
 
     def select_node(self, rank: int) -> None:
         self._show(DashboardScreen)
@@ -212,10 +252,16 @@ class CvsApp(App[QuitChoice]):
         self.push_screen(NodeLogScreen(run, node, goto_line=goto_line))
 
     def node_log_path(self, run: str, node: int) -> Path | None:
-        if self.run_dir is None:
+        """Where the run folder keeps this node's full log (None without a folder or a usable name)."""
+        if self.folder is None:
             return None
-        slug = plan_slugs(self.run_dir).get(run) or run_slug(run)
-        return self.run_dir / "logs" / slug / f"node{node}.log"
+        try:
+            return self.folder.run_log(run, node)
+        except UserError as exc:  # a malformed plan.json: say so rather than guess a path
+            self.notify(exc.problems[0], severity="error", timeout=15)
+        except ValueError:
+            pass
+        return None
 
     def export_pane(self, pane: LogPane) -> None:
         try:
@@ -261,7 +307,7 @@ async def run_tui(
     ``on_quit(choice)`` is awaited once the terminal is restored. After "detach" the caller keeps reading
     the same source (pass an :class:`EventFeed` to hand the rest to :func:`run_console`).
     """
-    header = {**read_plan_info(run_dir), **(info or {})} if run_dir is not None else dict(info or {})
+    header = {**RunFolder(run_dir).plan_info(), **(info or {})} if run_dir is not None else dict(info or {})
     app = CvsApp(
         source, title=title, info=header, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir
     )

@@ -169,7 +169,7 @@ def make_suite(setup: Setup, options: RunOptions | None = None) -> Suite:
     loaded = load_config(setup.config, user=cluster.user)
     plan = build_plan(loaded, cluster, out_dir=setup.out, run_id=new_run_id())
     setup.out.mkdir(parents=True, exist_ok=True)
-    return Suite(loaded, plan, setup.out, EventBus(setup.out / "events.jsonl"), options)
+    return Suite(plan, setup.out, EventBus(setup.out / "events.jsonl"), options)
 
 
 def run_suite(setup: Setup, options: RunOptions | None = None) -> Suite:

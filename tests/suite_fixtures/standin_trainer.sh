@@ -15,7 +15,8 @@
 #   nan     at step 3 every rank logs a NaN loss, "Aborting training due to NaN loss." and exits 1
 # CVS_STANDIN_FAIL_RANK (default 1) is the failing rank of crash/fatal; the other ranks then wait
 # forever, as real ranks wait on a collective with a dead peer. CVS_STANDIN_STEP_SLEEP (default 0.05)
-# is the pause between steps (raise it for a slowly streaming run).
+# is the pause between steps (raise it for a slowly streaming run). CVS_STANDIN_START_SLEEP (default 0)
+# is a pause before the first step (start-up/compile time).
 # Every mode first dumps its environment and its YAML between markers, so tests can check what
 # reached the node.
 set -u
@@ -44,6 +45,7 @@ echo "Per train step:"
 echo " Total TFLOPs: 0.00 "
 echo " split as 95.24% learnable weight flops and 4.76% attention flops"
 
+sleep "${CVS_STANDIN_START_SLEEP:-0}"
 step=0
 loss=8000  # thousandths
 while [ "$step" -lt "$STEPS" ]; do

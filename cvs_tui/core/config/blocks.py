@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -51,6 +52,8 @@ class CheckpointResume(_Strict):
     max_save_seconds: float = 0.0
     max_load_seconds: float = 0.0
     delete_ckpt_dir: bool = True
+    # false: no uninterrupted CKPT-REF run (big models); phase 2 is then compared with phase 1 only
+    reference_run: bool = True
     smoke_model_overrides: dict[str, object] = Field(default_factory=dict)
 
 
@@ -79,3 +82,20 @@ class ThresholdSpec(_Strict):
         if self.kind is ThresholdKind.MIN_RATIO and not self.reference:
             raise ValueError("kind 'min_ratio' needs a reference key (the metric to divide by)")
         return self
+
+
+DEFAULT_TELEMETRY_S = 5.0  # health.telemetry_interval_s when absent
+
+
+class Health(_Strict):
+    """Node health beside training: the kernel log per node and GPU telemetry (docs/config-format.md)."""
+
+    kernel_log: Literal["plain", "sudo", "off"] = Field(
+        default="plain",
+        description="Read /dev/kmsg as the login user (plain), with sudo -n (sudo), or not at all (off).",
+    )
+    telemetry_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds between GPU telemetry samples; absent = 5, always off for hardware: cpu.",
+    )

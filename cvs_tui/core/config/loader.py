@@ -20,19 +20,25 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from cvs_tui.core.config.blocks import ThresholdSpec
+from cvs_tui.core.config.host_config import parse_runtime_args
 from cvs_tui.core.config.model import CvsConfig, Paths, RunSpec, is_secret_name
 from cvs_tui.core.config.placeholders import resolve_placeholders
 from cvs_tui.core.config.problems import Problems, add_validation_errors, did_you_mean, jpath
 from cvs_tui.core.config.sweeps import build_runs
-from cvs_tui.core.config.thresholds import check_coverage, parse_thresholds, read_json_object
+from cvs_tui.core.config.thresholds import check_coverage, check_gated, parse_thresholds, read_json_object
+from cvs_tui.core.errors import UserError
 
 __all__ = ["DISTRIBUTED_ENV_VARS", "LoadedConfig", "RunSpec", "find_changeme", "load_config"]
 
 CHANGEME = "<changeme>"
 # Their presence in container.env marks a config as distributed (RDMA/NIC device selection).
 DISTRIBUTED_ENV_VARS = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
-# Set per node by the launcher (or built from train_params.xla_flags); a config value would be lost.
-LAUNCHER_ENV_VARS = ("JAX_COORDINATOR_IP", "NNODES", "NODE_RANK", "JAX_PROCESS_INDEX", "XLA_FLAGS")
+# Set per node by the launcher: a config value is overridden (upstream ships NODE_RANK "0" in its
+# single-node configs and its launcher overrides it too), so they only get a warning.
+PER_NODE_ENV_VARS = ("JAX_COORDINATOR_IP", "NNODES", "NODE_RANK", "JAX_PROCESS_INDEX")
+# Set by the launcher from other config fields: a value here would be overridden.
+LAUNCHER_SET_ENV_VARS = {"HF_HOME": "paths.models_dir"}
+LAUNCHER_ENV_VARS = (*PER_NODE_ENV_VARS, "XLA_FLAGS")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Subtrees that pass through to MaxText: a `_` key there is written to the YAML, so it is an error.
 _NO_COMMENT_KEYS = (("train_params", "maxtext_config"),)
@@ -141,6 +147,14 @@ def _changeme_step(
     return {tuple(p) for p in tagged}
 
 
+def is_old_layout(raw: Mapping[str, Any]) -> bool:
+    """A CVS config before the 2026 layout: `training{}` (+ `enabled_sweep_list`), no train_params."""
+    training = raw.get("training")
+    return "train_params" not in raw and (
+        isinstance(training, dict) or "enabled_sweep_list" in raw or "framework" in raw
+    )
+
+
 def _resolve_threshold_path(config_path: Path, given: str) -> Path:
     p = Path(os.path.expanduser(given))
     return p if p.is_absolute() else config_path.parent / p
@@ -155,11 +169,22 @@ def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str
                 problems.add(
                     jpath(["container", "env", name]), "not a valid environment variable name", "rename it"
                 )
-            elif name in LAUNCHER_ENV_VARS:
-                src = (
-                    "built from train_params.xla_flags" if name == "XLA_FLAGS" else "set per node by cvs-tui"
+            elif name in PER_NODE_ENV_VARS:
+                warnings.append(
+                    f"{jpath(['container', 'env', name])}: ignored, cvs-tui sets {name} per node "
+                    "(see `cvs-tui plan`); remove it"
                 )
-                problems.add(jpath(["container", "env", name]), f"{name} is {src}", "remove it")
+            elif name in LAUNCHER_SET_ENV_VARS:
+                warnings.append(
+                    f"{jpath(['container', 'env', name])}: ignored, the launcher sets {name} from "
+                    f"{LAUNCHER_SET_ENV_VARS[name]}; remove it"
+                )
+            elif name == "XLA_FLAGS":
+                problems.add(
+                    jpath(["container", "env", name]),
+                    "XLA_FLAGS is built from train_params.xla_flags",
+                    "move the flags to train_params.xla_flags",
+                )
             elif name == "HF_TOKEN":
                 problems.add(
                     jpath(["container", "env", name]),
@@ -174,6 +199,14 @@ def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str
                 "use 1-65535",
             )
     runtime = _get(doc, "container", "runtime", "name")
+    args = _get(doc, "container", "runtime", "args")
+    if runtime in (None, "docker") and isinstance(args, dict):
+        try:
+            parse_runtime_args(args)
+        except UserError as exc:  # one line per bad key, already `<path>: <problem>; <fix>`
+            for line in exc.problems:
+                if line not in problems.lines:
+                    problems.lines.append(line)
     image = _get(doc, "container", "image")
     if runtime != "host" and isinstance(_get(doc, "container"), dict) and not image:
         problems.add(
@@ -250,6 +283,11 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
     raw = read_json_object(path, "config file", problems)
     problems.raise_if_any()
     assert raw is not None
+    if is_old_layout(raw):
+        raise UserError(
+            f"{path}: this is the pre-2026 CVS layout (a training block with sweeps[] and "
+            f"enabled_sweep_list); convert it with `cvs-tui config migrate {path} NEW.json` and use NEW.json"
+        )
 
     doc = drop_comments(raw, [], problems)
     preflight: list[str] = []
@@ -313,11 +351,20 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
             problems.extend(tp)
             if data is not None and isinstance(doc.get("sweeps", {}), dict):
                 declared = list(doc.get("sweeps") or {}) or ["default"]
+                enforce = doc.get("enforce_thresholds", True) is not False
                 check_coverage(
                     thresholds,
                     declared=declared,
                     selected=[r.key for r in runs],
-                    enforce=doc.get("enforce_thresholds", True) is not False,
+                    enforce=enforce,
+                    threshold_name=threshold_path.name,
+                    problems=problems,
+                    warnings=warnings,
+                )
+                check_gated(
+                    data,
+                    selected=[r.key for r in runs],
+                    enforce=enforce,
                     threshold_name=threshold_path.name,
                     problems=problems,
                     warnings=warnings,

@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cvs_tui.core.config.blocks import CheckpointResume, Convergence, LossCurve, ScalingBaseline, Smoke
+from cvs_tui.core.config.blocks import (
+    CheckpointResume,
+    Convergence,
+    Health,
+    LossCurve,
+    ScalingBaseline,
+    Smoke,
+)
 
 DEFAULT_TRAIN_SCRIPT_PATHS = (
     "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
@@ -54,14 +61,18 @@ class Runtime(_Strict):
         default="docker", description="docker, or host (no container: run on the node itself)."
     )
     args: dict[str, Any] = Field(
-        default_factory=dict, description="docker run arguments (network, ipc, ...)."
+        default_factory=dict,
+        description="docker run arguments (network, ipc, devices, ...); checked at load, see host_config.py.",
     )
 
 
 class Container(_Strict):
     lifetime: Literal["per_run", "persistent", "no_launch"] = "per_run"
     name: str = Field(min_length=1, description="Container name prefix (user and run id are appended).")
-    image: str = Field(default="", description="The MaxText/JAX image present on every node.")
+    image: str = Field(default="", description="The MaxText/JAX image; pulled on a node that lacks it.")
+    image_tar: str = Field(
+        default="", description="An image tarball on every node's disk, loaded when the image is missing."
+    )
     runtime: Runtime = Field(default_factory=Runtime)
     env: dict[str, str] = Field(default_factory=dict, description="Static env exported on every node.")
 
@@ -104,6 +115,7 @@ class CvsConfig(_Strict):
     loss_curve: LossCurve = Field(default_factory=LossCurve)
     smoke: Smoke = Field(default_factory=Smoke)
     checkpoint_resume: CheckpointResume = Field(default_factory=CheckpointResume)
+    health: Health = Field(default_factory=Health)
     error_patterns: dict[str, str] | None = Field(
         default=None, description="name -> regex; absent = built-in."
     )

@@ -74,7 +74,7 @@ def build_runs(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> 
     base = tp.get("maxtext_config") if isinstance(tp, dict) else None
     if not isinstance(base, dict):
         return []  # reported by schema validation
-    gpu_name = doc.get("gpu_name") if isinstance(doc.get("gpu_name"), str) else ""
+    gpu_name = g if isinstance(g := doc.get("gpu_name"), str) else ""
     base_path = ["train_params", "maxtext_config"]
     for k in INJECTED_KEYS:
         if k in base:

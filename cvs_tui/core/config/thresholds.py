@@ -22,6 +22,10 @@ KNOWN_METRICS = (
     "step_time_mean_ms",
     "step_time_p50_ms",
     "step_time_p95_ms",
+    "stall_count",
+    "stall_seconds",
+    "longest_stall_seconds",
+    "goodput_pct",
     "final_loss",
     "loss_decreased",
     "eval_loss",
@@ -29,6 +33,14 @@ KNOWN_METRICS = (
     "time_to_target_seconds",
 )
 KNOWN_METRIC_NAMES = tuple(f"training.{m}" for m in KNOWN_METRICS)
+# Metrics upstream CVS requires every cell to specify (any kind, `info` included) when thresholds are
+# enforced: a cell without them would silently record what it was meant to gate.
+GATED_METRICS = (
+    "training.tflops_per_sec_per_gpu",
+    "training.tokens_per_sec_per_gpu",
+    "training.final_loss",
+    "training.loss_decreased",
+)
 _SPEC_KEYS = ("kind", "value", "tolerance_pct", "reference")
 
 Thresholds = dict[str, dict[str, ThresholdSpec]]
@@ -165,6 +177,35 @@ def check_coverage(
             problems.add(path, problem, f"{fix} (or set enforce_thresholds to false)")
         else:
             warnings.append(f"{path}: {problem}; {fix} (enforce_thresholds is false: record-only)")
+
+
+def check_gated(
+    data: dict[str, Any],
+    *,
+    selected: Iterable[str],
+    enforce: bool,
+    threshold_name: str,
+    problems: Problems,
+    warnings: list[str],
+) -> None:
+    """Each selected sweep's cell must name every metric of :data:`GATED_METRICS` (as upstream checks).
+
+    Works on the file as read: a metric whose spec is malformed is reported once, for its spec.
+    """
+    for key in selected:
+        cell = data.get(key)
+        if not isinstance(cell, dict):
+            continue  # no cell, or not an object: reported by check_coverage / parse_thresholds
+        for metric in GATED_METRICS:
+            if metric in cell:
+                continue
+            path = f"{threshold_name}: {jpath([key, metric])}"
+            problem = f"cell '{key}' has no spec for gated metric {metric}"
+            fix = f'add e.g. "{metric}": {{"kind": "min", "value": ...}} to the cell'
+            if enforce:
+                problems.add(path, problem, f"{fix} (or set enforce_thresholds to false)")
+            else:
+                warnings.append(f"{path}: {problem}; {fix} (enforce_thresholds is false: record-only)")
 
 
 def threshold_candidates(config_path: Path) -> list[Path]:

@@ -121,11 +121,11 @@ def parse_amd_smi_metric(text: str) -> list[GpuSample]:
     for g in gpus:
         if not isinstance(g, Mapping) or _int(g.get("gpu")) is None:
             continue
-        usage = g.get("usage") if isinstance(g.get("usage"), Mapping) else {}
-        mem = g.get("mem_usage") if isinstance(g.get("mem_usage"), Mapping) else {}
-        power = g.get("power") if isinstance(g.get("power"), Mapping) else {}
-        temp = g.get("temperature") if isinstance(g.get("temperature"), Mapping) else {}
-        ecc = g.get("ecc") if isinstance(g.get("ecc"), Mapping) else {}
+        usage = v if isinstance(v := g.get("usage"), Mapping) else {}
+        mem = v if isinstance(v := g.get("mem_usage"), Mapping) else {}
+        power = v if isinstance(v := g.get("power"), Mapping) else {}
+        temp = v if isinstance(v := g.get("temperature"), Mapping) else {}
+        ecc = v if isinstance(v := g.get("ecc"), Mapping) else {}
         out.append(
             GpuSample(
                 gpu=_int(g.get("gpu")) or 0,

@@ -14,8 +14,11 @@ from cvs_tui.core.events import StepEvent, StepKind
 from cvs_tui.core.parse import dialects as d
 
 _why_not = "C scanner not built"
+_built: ModuleType | None
 try:
-    from cvs_tui.core.parse import _native as _built
+    # the plain-import form: mypy does not resolve the stub through "from cvs_tui.core.parse import"
+    # here, inside the package __init__ import cycle
+    import cvs_tui.core.parse._native as _built
 except ImportError:  # not compiled: the pure-Python path
     _built = None
 

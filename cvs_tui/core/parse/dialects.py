@@ -394,6 +394,7 @@ def _checkpoint_rule(k: int) -> Callable[[bytes, int], list[LogEvent]]:
 
     def handler(rec: bytes, line: int) -> list[LogEvent]:
         out: list[LogEvent] = []
+        stamp = header_info(rec)[2]
         for m in regex.finditer(rec):
             step = seconds = None
             path: str | None = None
@@ -407,7 +408,11 @@ def _checkpoint_rule(k: int) -> Callable[[bytes, int], list[LogEvent]]:
                     path = _text(g)
             if step is None and path is not None:
                 step = _path_step(path)
-            out.append(CheckpointEvent(action, line, step=step, seconds=seconds, dialect=dialect, path=path))
+            out.append(
+                CheckpointEvent(
+                    action, line, step=step, seconds=seconds, dialect=dialect, path=path, timestamp=stamp
+                )
+            )
         return out
 
     return handler
@@ -454,8 +459,8 @@ def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
     if not isinstance(d, dict):
         return []
     kind = d.get("event_type")
-    step = d.get("step") if isinstance(d.get("step"), int) else None
-    path = d.get("directory") if isinstance(d.get("directory"), str) else None
+    step = s if isinstance(s := d.get("step"), int) else None
+    path = p if isinstance(p := d.get("directory"), str) else None
 
     def num(key: str) -> float | None:
         v = d.get(key)
@@ -471,7 +476,12 @@ def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
         action = CheckpointAction.RESTORE_DONE
     else:
         return []
-    return [CheckpointEvent(action, line, step=step, seconds=secs, dialect="standard_logger", path=path)]
+    stamp = header_info(rec)[2]
+    return [
+        CheckpointEvent(
+            action, line, step=step, seconds=secs, dialect="standard_logger", path=path, timestamp=stamp
+        )
+    ]
 
 
 def tflops(rec: bytes, line: int) -> list[LogEvent]:
@@ -507,13 +517,15 @@ def memory_estimate(rec: bytes, line: int) -> list[LogEvent]:
     m = MEMEST.search(rec)
     if m is None:
         return []
-    return [MemoryEstimateEvent(float(m.group(1)), *(_f(m.group(i)) for i in range(2, 6)), line=line)]
+    g = m.group
+    return [MemoryEstimateEvent(float(g(1)), _f(g(2)), _f(g(3)), _f(g(4)), _f(g(5)), line=line)]
 
 
 def evals(rec: bytes, line: int) -> list[LogEvent]:
     out: list[LogEvent] = []
+    stamp = header_info(rec)[2]
     for m in EVAL_START.finditer(rec):
-        out.append(EvalStartEvent(int(m.group(1)), line))
+        out.append(EvalStartEvent(int(m.group(1)), line, timestamp=stamp))
     for regex, dialect in (
         (EVAL_NEW, EvalDialect.CURRENT),
         (EVAL_RUN, EvalDialect.RUNNING),
@@ -521,10 +533,17 @@ def evals(rec: bytes, line: int) -> list[LogEvent]:
     ):
         for m in regex.finditer(rec):
             out.append(
-                EvalEvent(int(m.group(1)), float(m.group(2)), dialect, line, perplexity=_f(m.group(3)))
+                EvalEvent(
+                    int(m.group(1)),
+                    float(m.group(2)),
+                    dialect,
+                    line,
+                    perplexity=_f(m.group(3)),
+                    timestamp=stamp,
+                )
             )
     for m in EVAL_OLD.finditer(rec):
-        out.append(EvalEvent(int(m.group(1)), float(m.group(2)), EvalDialect.OLD, line))
+        out.append(EvalEvent(int(m.group(1)), float(m.group(2)), EvalDialect.OLD, line, timestamp=stamp))
     return out
 
 

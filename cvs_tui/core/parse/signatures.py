@@ -17,8 +17,8 @@ try:  # Python 3.11+ keeps the regex parser here
     from re import _constants as _sre_c  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - older layouts
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
 
 from cvs_tui.core.events import Severity
 

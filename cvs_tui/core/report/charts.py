@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING, Any
 
 from matplotlib import rc_context
 from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -12,9 +13,12 @@ from matplotlib.figure import Figure
 
 from cvs_tui.core.results import RunRecord
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 # colour-blind-safe palette (Okabe-Ito), node 0 first
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "font.family": "sans-serif",
     "font.sans-serif": ["Inter", "Segoe UI", "Helvetica Neue", "Arial", "DejaVu Sans"],
@@ -91,7 +95,8 @@ def loss_chart(run: RunRecord) -> str | None:
 
 
 def step_time_chart(run: RunRecord) -> str | None:
-    """Seconds per step for each node; steady-state window steps filled, excluded steps hollow grey."""
+    """Seconds per step for each node; steady-state window steps filled, excluded steps hollow grey,
+    stalls marked with a red cross."""
     nodes = [n for n in run.nodes if any(p.seconds is not None for p in n.steps)]
     if not nodes:
         return None
@@ -100,6 +105,7 @@ def step_time_chart(run: RunRecord) -> str | None:
         fig = Figure(figsize=(7.2, 3.0), dpi=100, layout="constrained")
         ax = fig.add_subplot()
         lo, hi = float("inf"), 0.0
+        stalled_label = False
         for idx, n in enumerate(nodes[:MAX_NODE_LINES]):
             c = PALETTE[idx % len(PALETTE)]
             pts = [(p.step, p.seconds) for p in n.steps if p.seconds is not None and p.kind == "train"]
@@ -121,6 +127,16 @@ def step_time_chart(run: RunRecord) -> str | None:
                     mew=1.2,
                     label="excluded step" if idx == 0 else None,
                 )
+            stalls = [(st.step, st.seconds) for st in n.stalls if st.source == "seconds"][:MAX_MARKERS]
+            if stalls:
+                ax.plot(
+                    *zip(*stalls, strict=True),
+                    "X",
+                    ms=7,
+                    color="#c62828",
+                    label="stall" if not stalled_label else None,
+                )
+                stalled_label = True
             for _, v in pts:
                 if v > 0:
                     lo, hi = min(lo, v), max(hi, v)

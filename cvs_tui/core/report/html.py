@@ -8,8 +8,9 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report.charts import loss_chart, step_time_chart
-from cvs_tui.core.results import Results
+from cvs_tui.core.results import NodeHealthRecord, Results
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -23,19 +24,15 @@ def environment(*, html: bool = True) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["num"] = fmt_num
+    env.filters["num"] = _num
     env.filters["when"] = fmt_time
     env.filters["secs"] = fmt_secs
     env.filters["mesh"] = fmt_mesh
     return env
 
 
-def fmt_num(x: float | None, digits: int = 1) -> str:
-    if x is None:
-        return "—"
-    if float(x).is_integer() and abs(x) < 1e12:
-        return f"{int(x):,}"
-    return f"{x:,.{digits}f}"
+def _num(x: float | None, digits: int = 1) -> str:
+    return format_number(x, "grouped", digits=digits)
 
 
 def fmt_time(ts: float | None) -> str:
@@ -81,15 +78,35 @@ def render_html(results: Results) -> str:
         run.key: min((n.last_step for n in run.nodes if n.last_step is not None), default=None)
         for run in results.runs
     }
+    health_charts = {n.rank: telemetry_chart(n) for n in results.node_health}
     return (
         environment()
         .get_template("report.html.j2")
         .render(
             r=results,
+            health_charts=health_charts,
             charts=charts,
             counts=counts,
             passed=results.passed,
             failures=results.failures,
             last_step=last_step,
         )
+    )
+
+
+def telemetry_chart(n: NodeHealthRecord, width: int = 240, height: int = 40) -> Markup | None:
+    """A small inline SVG of the node's mean GPU utilisation (0-100 %) over the suite; None under 2 points."""
+    pts = [(p.at, p.util_pct) for p in n.telemetry if p.util_pct is not None]
+    if len(pts) < 2:
+        return None
+    t0, t1 = pts[0][0], pts[-1][0]
+    span = (t1 - t0) or 1.0
+    xy = " ".join(
+        f"{(t - t0) / span * width:.1f},{height - min(max(u, 0.0), 100.0) / 100 * height:.1f}" for t, u in pts
+    )
+    # numbers only (formatted floats): safe to embed as markup
+    return Markup(
+        f'<svg class="telemetry" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'role="img" aria-label="GPU utilisation over time">'
+        f'<polyline fill="none" stroke="currentColor" points="{xy}"/></svg>'
     )

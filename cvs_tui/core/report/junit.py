@@ -62,10 +62,24 @@ def render_junit(results: Results) -> str:
                     f"{v.status}: actual {v.actual_text} {v.unit}, expected {v.expected}"
                     + (f"; {v.message}" if v.message else "")
                 )
+    if results.node_health:
+        health = _suite(root, "node health")
+        for n in results.node_health:
+            case = _case(health, "cvs_tui.health", f"node {n.rank} {n.host}")
+            lines = "\n".join(
+                f"[{f.severity}] {f.signature} run={f.run} step={f.step}: {f.line}" for f in n.findings
+            )
+            if n.state == "fail":
+                msg = f"node {n.rank} ({n.host}): health FAIL"
+                ET.SubElement(case, "failure", message=msg, type="NodeHealthFailed").text = lines
+            elif n.state == "not checked":
+                ET.SubElement(case, "skipped", message=f"not checked: {n.reason}")
+            else:
+                ET.SubElement(case, "system-out").text = f"{n.state}" + (f"\n{lines}" if lines else "")
     totals = [0, 0, 0]
     for suite in root.findall("testsuite"):
-        for i, n in enumerate(_finish(suite)):
-            totals[i] += n
+        for i, count in enumerate(_finish(suite)):
+            totals[i] += count
     root.set("tests", str(totals[0]))
     root.set("failures", str(totals[1]))
     root.set("errors", "0")

@@ -1,5 +1,8 @@
 """Where the trainer runs on a node: inside a Docker container (aiodocker) or on the node itself (``host``).
 
+Longer than most modules: one class per runtime, and the Docker one owns its whole container life
+(preflight devices and image, create, exec with timeouts, teardown); splitting it would scatter that.
+
 :class:`DockerRuntime` talks to the node's Docker API: the local socket for a local node, or the node's
 socket forwarded over that node's SSH connection (asyncssh ``forward_local_path``), so no Docker port is
 ever opened on the network. Every ``container.runtime.args`` key is honoured or rejected with a message
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import re
 import shlex
@@ -29,10 +33,39 @@ from typing import Any, Protocol, runtime_checkable
 import aiodocker
 import aiohttp
 
+from cvs_tui.core.config.host_config import (
+    AMD_GPU_DEVICES,
+    GpuMode,
+    Vendor,
+    effective_host_config,
+    env_list,
+    gpu_device_problem,
+    parse_runtime_args,
+)
+from cvs_tui.core.config.host_config import SUPPORTED_ARGS as SUPPORTED_ARGS
+from cvs_tui.core.config.host_config import parse_devices as parse_devices
+from cvs_tui.core.config.host_config import parse_size as parse_size
+from cvs_tui.core.config.host_config import parse_ulimits as parse_ulimits
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.transport import CommandResult, CommandTimeout, LocalTransport, Transport
+from cvs_tui.core.runner.node_prep import (
+    ImageError,
+    NodeDevices,
+    ProgressFn,
+    load_image_tar,
+    probe_devices,
+    pull_image,
+    registry_credentials,
+)
+from cvs_tui.core.runner.transport import (
+    CommandResult,
+    CommandTimeout,
+    LocalTransport,
+    Transport,
+    TransportError,
+)
 
 DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
+
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -74,180 +107,37 @@ class ContainerSpec:
     command: Sequence[str] = ("sleep", "infinity")
     labels: Mapping[str, str] = field(default_factory=dict)
     init: bool = True  # tini as PID 1: stops in milliseconds and reaps zombies
+    gpu: GpuMode = "none"  # see host_config.GpuMode; ignored when `host_config` is given
+    host_config: Mapping[str, Any] | None = None  # a fixed HostConfig, sent as is (no node facts)
+    image_tar: str | None = None  # `docker load` this file on the node when the image is missing
+    pull_timeout_s: float = 1800.0
 
 
 # ---------------------------------------------------------------------------------------------------------
-# runtime args -> Docker API HostConfig
+# runtime args -> Docker API HostConfig (the pure part lives in core/config/host_config.py)
 # ---------------------------------------------------------------------------------------------------------
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)b?\s*$", re.I)
-_SIZE_MULT = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-SUPPORTED_ARGS = (
-    "network",
-    "ipc",
-    "pid",
-    "privileged",
-    "shm-size",
-    "shm_size",
-    "ulimit",
-    "ulimits",
-    "volumes",
-    "devices",
-    "cap_add",
-    "cap_drop",
-    "security_opt",
-    "group_add",
-    "env",
-    "init",
-)
-
-
-def parse_size(value: Any, where: str) -> int:
-    """``"256G"`` / ``"1024m"`` / ``1073741824`` -> bytes."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    m = _SIZE.match(str(value))
-    if not m:
-        raise UserError(f"{where}: {value!r} is not a size; use e.g. 16g, 512m or a byte count")
-    return int(float(m.group(1)) * _SIZE_MULT[m.group(2).lower()])
-
-
-def _limit(v: Any, where: str) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("unlimited", "-1"):
-        return -1
-    if s.isdigit():
-        return int(s)
-    raise UserError(f"{where}: {v!r} is not a limit; use a number, -1 or unlimited")
-
-
-def parse_ulimits(value: Any, where: str) -> list[dict[str, Any]]:
-    """``["nofile=65535:65535", "memlock=-1"]`` or ``{"memlock": -1, "stack": "8192:8192"}`` -> Ulimits."""
-    items: list[tuple[str, Any]] = []
-    if isinstance(value, Mapping):
-        items = list(value.items())
-    elif isinstance(value, str | list | tuple):
-        for entry in [value] if isinstance(value, str) else value:
-            name, sep, lim = str(entry).partition("=")
-            if not sep or not name.strip():
-                raise UserError(f"{where}: {entry!r} is not name=soft[:hard] (e.g. nofile=65535:65535)")
-            items.append((name.strip(), lim))
-    else:
-        raise UserError(f'{where}: expected a list like ["nofile=65535:65535"] or a map name -> limit')
-    out = []
-    for name, lim in items:
-        if isinstance(lim, Mapping):
-            soft, hard = lim.get("soft"), lim.get("hard", lim.get("soft"))
-        else:
-            soft, _, hard = str(lim).partition(":") if not isinstance(lim, int) else (lim, "", lim)
-            hard = hard if hard != "" else soft
-        out.append(
-            {"Name": name, "Soft": _limit(soft, f"{where}.{name}"), "Hard": _limit(hard, f"{where}.{name}")}
-        )
-    return out
-
-
-def parse_devices(value: Any, where: str) -> list[dict[str, str]]:
-    """``"/dev/kfd"`` or ``"/dev/null:/dev/kfd[:rwm]"`` entries -> Devices."""
-    out = []
-    for entry in _str_list(value, where):
-        parts = entry.split(":")
-        if not parts[0] or len(parts) > 3:
-            raise UserError(f"{where}: {entry!r} is not host[:container[:permissions]]")
-        host = parts[0]
-        cont = parts[1] if len(parts) > 1 and parts[1] else host
-        perms = parts[2] if len(parts) > 2 else "rwm"
-        out.append({"PathOnHost": host, "PathInContainer": cont, "CgroupPermissions": perms})
-    return out
-
-
-def _str_list(value: Any, where: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple) and all(isinstance(v, str | int) for v in value):
-        return [str(v) for v in value]
-    raise UserError(f"{where}: expected a string or a list of strings")
-
-
-def _env_list(env: Any, where: str) -> list[str]:
-    if isinstance(env, Mapping):
-        items = [(str(k), "" if v is None else str(v)) for k, v in env.items()]
-    else:
-        items = []
-        for e in _str_list(env, where):
-            k, sep, v = e.partition("=")
-            if not sep:
-                raise UserError(f"{where}: {e!r} is not NAME=value")
-            items.append((k, v))
-    for k, _ in items:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
-            raise UserError(f"{where}: {k!r} is not a valid environment variable name")
-    return [f"{k}={v}" for k, v in items]
-
-
 def host_config(
     args: Mapping[str, Any], *, where: str = "container.runtime.args"
 ) -> tuple[dict[str, Any], list[str]]:
     """Map runtime args to a Docker ``HostConfig`` plus ``Env`` entries. Unknown keys are an error."""
-    hc: dict[str, Any] = {}
-    env: list[str] = []
-    problems: list[str] = []
-    for key, value in args.items():
-        w = f"{where}.{key}"
-        try:
-            if key == "network":
-                hc["NetworkMode"] = str(value)
-            elif key == "ipc":
-                hc["IpcMode"] = str(value)
-            elif key == "pid":
-                hc["PidMode"] = str(value)
-            elif key == "privileged":
-                if not isinstance(value, bool):
-                    raise UserError(f"{w}: expected true or false, got {value!r}")
-                hc["Privileged"] = value
-            elif key == "init":
-                if not isinstance(value, bool):
-                    raise UserError(f"{w}: expected true or false, got {value!r}")
-                hc["Init"] = value
-            elif key in ("shm-size", "shm_size"):
-                hc["ShmSize"] = parse_size(value, w)
-            elif key in ("ulimit", "ulimits"):
-                hc.setdefault("Ulimits", []).extend(parse_ulimits(value, w))
-            elif key == "volumes":
-                vols = _str_list(value, w)
-                for v in vols:
-                    if ":" not in v:
-                        raise UserError(f"{w}: {v!r} is not host_path:container_path[:ro]")
-                hc.setdefault("Binds", []).extend(vols)
-            elif key == "devices":
-                hc["Devices"] = parse_devices(value, w)
-            elif key == "cap_add":
-                hc["CapAdd"] = _str_list(value, w)
-            elif key == "cap_drop":
-                hc["CapDrop"] = _str_list(value, w)
-            elif key == "security_opt":
-                hc["SecurityOpt"] = _str_list(value, w)
-            elif key == "group_add":
-                hc["GroupAdd"] = _str_list(value, w)
-            elif key == "env":
-                env.extend(_env_list(value, w))
-            else:
-                raise UserError(f"{w}: unknown runtime arg; supported: {', '.join(SUPPORTED_ARGS)}")
-        except UserError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise UserError(problems)
-    return hc, env
+    parsed = parse_runtime_args(args, where=where)
+    return dict(parsed.host_config), list(parsed.env)
 
 
-def create_config(spec: ContainerSpec) -> dict[str, Any]:
-    """The Docker ``containers/create`` body for ``spec`` (runtime args, env, binds, labels)."""
+def create_config(spec: ContainerSpec, effective: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The Docker ``containers/create`` body for ``spec`` (runtime args, env, binds, labels).
+
+    ``effective`` (else ``spec.host_config``), when given, is the whole HostConfig (the args plus
+    upstream's defaults, see :func:`cvs_tui.core.config.host_config.effective_host_config`), sent as is.
+    """
     hc, env = host_config(spec.args)
+    fixed = effective if effective is not None else spec.host_config
+    if fixed is not None:
+        hc = copy.deepcopy(dict(fixed))
     hc.setdefault("Init", spec.init)
     if spec.extra_binds:
         hc["Binds"] = [*hc.get("Binds", []), *spec.extra_binds]
-    env = env + _env_list(dict(spec.env), "container.env")
+    env = env + env_list(dict(spec.env), "container.env")
     return {
         "Image": spec.image,
         "Cmd": list(spec.command),
@@ -267,6 +157,8 @@ class ContainerRuntime(Protocol):
     node: str
 
     async def image_present(self, image: str | None = None) -> bool: ...
+
+    async def prepare(self, progress: ProgressFn | None = None) -> list[str]: ...
 
     async def launch(self) -> LaunchOutcome: ...
 
@@ -308,6 +200,9 @@ class HostRuntime:
 
     async def image_present(self, image: str | None = None) -> bool:
         return True
+
+    async def prepare(self, progress: ProgressFn | None = None) -> list[str]:
+        return []
 
     async def launch(self) -> LaunchOutcome:
         return LaunchOutcome.NONE
@@ -352,6 +247,8 @@ class DockerRuntime:
         self._socket = _socket_path(socket_path, local=isinstance(transport, LocalTransport))
         self._docker: aiodocker.Docker | None = None
         self._generation = -1
+        self._args = parse_runtime_args(spec.args)  # bad args fail before any node is touched
+        self._host_config: dict[str, Any] | None = None  # set by prepare() from the node's devices
 
     async def _client(self) -> aiodocker.Docker:
         gen = getattr(self.transport, "generation", 0)
@@ -414,9 +311,106 @@ class DockerRuntime:
 
         return bool(await self._call(f"inspect container {self.spec.name}", go))
 
+    # -- preflight: devices and image ----------------------------------------------------------------
+    async def prepare(self, progress: ProgressFn | None = None) -> list[str]:
+        """Preflight on this node: its GPU devices (a GPU config) and the image (pulled or loaded).
+
+        Returns problem lines naming the node; nothing is created.
+        """
+        creates = self.lifetime is not Lifetime.NO_LAUNCH and self.spec.host_config is None
+        if creates and self.spec.gpu != "none":
+            try:
+                devices = await probe_devices(self.transport)
+            except TransportError as exc:
+                return [f"{self.node}: cannot list its devices: {exc}"]
+            problems = self.use_devices(devices)
+            if problems:
+                return problems
+        try:
+            await self.ensure_image(progress)
+        except (ImageError, ContainerError) as exc:
+            return [str(exc)]
+        return []
+
+    def use_devices(self, devices: NodeDevices) -> list[str]:
+        """Fix this node's HostConfig from what it has; problem lines when the container would get no GPU."""
+        vendor = devices.vendor if self.spec.gpu == "auto" else _fixed_vendor(self.spec.gpu)
+        if vendor is None:
+            return [
+                f"{self.node}: no GPU found (no /dev/kfd, no /dev/nvidiactl) but the config trains on GPUs; "
+                "use a GPU node, or set maxtext_config.hardware to cpu"
+            ]
+        have = devices.kfd and devices.dri if vendor == "amd" else devices.nvidia
+        if not have:
+            what = ", ".join(AMD_GPU_DEVICES) if vendor == "amd" else "/dev/nvidiactl"
+            return [
+                f"{self.node}: no {vendor.upper()} GPU: {what} not found on the node "
+                f"(gpu_name says {vendor}); "
+                "check the driver (amdgpu / nvidia) on the node, or fix gpu_name"
+            ]
+        hc = effective_host_config(self._args, vendor, infiniband=devices.infiniband)
+        why = gpu_device_problem(hc, vendor)
+        if why is not None:
+            return [
+                f"{self.node}: the container would get {why}; remove the override from "
+                "container.runtime.args (devices, defaults) or add the GPU devices there"
+            ]
+        self._host_config = hc
+        return []
+
+    def effective_host_config(self) -> dict[str, Any] | None:
+        """The HostConfig the container is created with (None: the args alone, no defaults)."""
+        if self._host_config is not None:
+            return self._host_config
+        vendor = _fixed_vendor(self.spec.gpu)
+        return effective_host_config(self._args, vendor) if vendor is not None else None
+
+    async def ensure_image(self, progress: ProgressFn | None = None) -> str:
+        """``present``, or ``loaded`` / ``pulled`` after getting a missing image; raises ImageError."""
+        image = self.spec.image
+        if await self.image_present():
+            return "present"
+        if self.spec.image_tar:
+            if progress is not None:
+                progress(f"{self.node}: image {image} is missing; loading {self.spec.image_tar}")
+            await load_image_tar(
+                self.transport,
+                self._socket,
+                self.spec.image_tar,
+                timeout=self.spec.pull_timeout_s,
+                node=self.node,
+            )
+            how = "loaded"
+        else:
+            try:
+                auth = await registry_credentials(self.transport, image, self._args.registry, self.node)
+            except TransportError as exc:
+                raise ImageError(f"{self.node}: reading registry credentials: {exc}") from exc
+
+            async def go(d: aiodocker.Docker) -> None:
+                await pull_image(
+                    d, image, auth=auth, timeout=self.spec.pull_timeout_s, node=self.node, progress=progress
+                )
+
+            await self._call(f"pull {image}", go)
+            how = "pulled"
+        if not await self.image_present():
+            raise ImageError(f"{self.node}: image {image} is still missing after it was {how}")
+        return how
+
+    async def create(self) -> str:
+        """Create (not start) the container; its id. Used by launch, and to read back what is sent."""
+        config = create_config(self.spec, self.effective_host_config())
+
+        async def go(d: aiodocker.Docker) -> str:
+            c = await d.containers.create(config=config, name=self.spec.name)
+            return str(c.id)
+
+        return str(await self._call(f"create container {self.spec.name} from {self.spec.image}", go))
+
     async def launch(self) -> LaunchOutcome:
         name = self.spec.name
-        config = create_config(self.spec)  # bad args fail before anything is touched
+        config = create_config(self.spec, self.effective_host_config())
 
         async def go(d: aiodocker.Docker) -> LaunchOutcome:
             st = await self._state(d)
@@ -457,7 +451,7 @@ class DockerRuntime:
         pid_file = f"/tmp/.cvs-exec-{uuid.uuid4().hex}.pid"
         # Record the shell's pid first so a timeout can kill exactly this command inside the container.
         wrapped = f"echo $$ > {pid_file}; {cmd}"
-        environment = _env_list(dict(env), "env") if env else None
+        environment = env_list(dict(env), "env") if env else None
 
         async def go(d: aiodocker.Docker) -> CommandResult:
             c = d.containers.container(self.spec.name)
@@ -522,6 +516,10 @@ class DockerRuntime:
             with contextlib.suppress(Exception):
                 await self._docker.close()
             self._docker = None
+
+
+def _fixed_vendor(mode: GpuMode) -> Vendor | None:
+    return "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
 
 
 def kill_tree_command(pid_file: str) -> str:

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.events import (
     ErrorHit,
     LogEvent,
@@ -42,7 +41,17 @@ from cvs_tui.core.events import (
     RunStartEvent,
     Severity,
     StepEvent,
+    StepKind,
 )
+from cvs_tui.core.health.model import (
+    Attribution,
+    HealthFinding,
+    NodeHealth,
+    RunWindow,
+    attribute,
+    health_metrics,
+)
+from cvs_tui.core.health.model import failure_reason as health_failure_reason
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.plan import Plan, PlannedRun
@@ -84,7 +93,6 @@ class RunExecution:
     def __init__(
         self,
         *,
-        loaded: LoadedConfig,
         plan: Plan,
         launcher: Launcher,
         options: RunOptions,
@@ -93,7 +101,6 @@ class RunExecution:
         records: dict[str, RunRecord],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.loaded = loaded
         self.plan = plan
         self.launcher = launcher
         self.opt = options
@@ -105,6 +112,11 @@ class RunExecution:
         self.active: list[int] = []
         self.local_error: str | None = None  # a write to the run folder failed: the run must stop
         self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
+        # node health (set by the node_health stage): attribution windows, findings per run
+        self.health_nodes: list[NodeHealth] | None = None
+        self.windows: list[RunWindow] = []
+        self._current: tuple[str, float, list[RankLog], dict[int, list[tuple[int, float]]]] | None = None
+        self.health_findings: dict[str, list[HealthFinding]] = {}
 
     async def stop_active(self) -> None:
         if self.job is not None and self.active:
@@ -129,6 +141,8 @@ class RunExecution:
                 run=pr.key, total_steps=pr.steps, nodes=tuple(n.host for n in self.plan.nodes), at=started
             )
         )
+        # the run's window opens now: a kernel line while the ranks start belongs to it (before step 1)
+        self._current = (pr.key, started, ranks, {r.watch.rank: [] for r in ranks})
         try:
             local_dir.mkdir(parents=True, exist_ok=True)
             for r in ranks:
@@ -288,6 +302,8 @@ class RunExecution:
             self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
             if isinstance(ev, StepEvent):
                 w.on_step(ev, now)
+                if self._current is not None and ev.kind is StepKind.TRAIN:
+                    self._current[3].setdefault(w.rank, []).append((ev.step, now))
                 if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
                     w.state = NodeState.TRAINING
                     self._node_status(pr.key, w.rank, NodeState.TRAINING)
@@ -333,14 +349,47 @@ class RunExecution:
             w.state = NodeState.FAILED
             self._node_status(pr.key, w.rank, NodeState.FAILED, f"exit {code}")
 
+    # -- node health ------------------------------------------------------------------------------------
+    def on_health_finding(self, finding: HealthFinding) -> Attribution:
+        """The run/step ``finding`` falls in; a fatal one inside the current run fails it (that node)."""
+        windows = list(self.windows)
+        cur = self._current
+        if cur is not None:
+            windows.append(RunWindow(cur[0], cur[1], None, {k: tuple(v) for k, v in cur[3].items()}))
+        a = attribute(finding, windows)
+        if a.run is not None:
+            self.health_findings.setdefault(a.run, []).append(finding)
+        if cur is None or a.run != cur[0] or finding.severity is not Severity.FATAL:
+            return a
+        w = next((r.watch for r in cur[2] if r.watch.rank == finding.node), None)
+        if w is not None and w.first_fatal_at is None:
+            reason = health_failure_reason(finding)
+            w.on_external_fatal(reason, self.clock())
+            w.state = NodeState.FAILED
+            self._node_status(cur[0], w.rank, NodeState.FAILED, reason)
+        return a
+
+    def _end_window(self, key: str) -> None:
+        cur = self._current
+        if cur is not None and cur[0] == key:
+            self.windows.append(
+                RunWindow(key, cur[1], self.clock(), {k: tuple(v) for k, v in cur[3].items()})
+            )
+            self._current = None
+
+    def _health_metrics(self, key: str) -> dict[str, float] | None:
+        if self.health_nodes is None:
+            return None
+        return health_metrics(self.health_findings.get(key, ()), self.health_nodes)
+
     # -- judging -----------------------------------------------------------------------------------------
     def _finalize(self, pr: PlannedRun, ranks: list[RankLog], verdict: Verdict, started: float) -> RunRecord:
+        self._end_window(pr.key)
         for r in ranks:
             for ev in r.parser.finish():
                 r.events.append(ev)
                 self.emit(NodeLogEvent(run=pr.key, node=r.watch.rank, event=ev))
         rec = judging.judge_run(
-            self.loaded,
             pr,
             [r.events for r in ranks],
             exit_codes=[r.watch.exit_code for r in ranks],
@@ -352,6 +401,7 @@ class RunExecution:
             node_lines=[r.parser.lines_seen for r in ranks],
             started_at=started,
             ended_at=self.clock(),
+            health=self._health_metrics(pr.key),
         )
         for r in ranks:
             if r.dropped_warnings and r.watch.rank < len(rec.nodes):
@@ -360,6 +410,12 @@ class RunExecution:
                     f"node {r.watch.rank}: {r.dropped_warnings} more warning hits counted, not kept "
                     f"(the first {WARNINGS_KEPT} are)"
                 )
+        root = verdict.root
+        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
+            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
+            # codes), so the watchdog's root cause and reason stand
+            rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
+            rec.reason, rec.root_cause_node = verdict.reason, root
         for verdict_ev in judging.run_verdict_events(rec):
             self.emit(verdict_ev)
         self.emit(

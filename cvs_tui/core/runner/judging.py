@@ -7,30 +7,28 @@ functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cvs_tui.core.analysis import (
+from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.judge import (
     base_results,
     finalize_run,
     judge_checkpoint_resume,
     stage_records,
     verdict_events,
 )
-from cvs_tui.core.config.loader import LoadedConfig
-from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
 
 
-def new_results(loaded: LoadedConfig, plan: Plan) -> Results:
+def new_results(plan: Plan) -> Results:
     """The results skeleton of a live run on the plan's nodes."""
-    return base_results(loaded, source="live", hosts=[n.host for n in plan.nodes])
+    return base_results(plan, source="live", hosts=[n.host for n in plan.nodes])
 
 
 def judge_run(
-    loaded: LoadedConfig,
     run: PlannedRun,
     node_events: Sequence[Sequence[LogEvent]],
     *,
@@ -43,11 +41,11 @@ def judge_run(
     node_lines: Sequence[int],
     started_at: float,
     ended_at: float,
+    health: Mapping[str, float] | None = None,
 ) -> RunRecord:
     """One finished run, judged from each rank's parsed events (index = rank)."""
     return finalize_run(
-        loaded,
-        run.key,
+        run,
         node_events,
         exit_codes=exit_codes,
         outcome=outcome,
@@ -58,15 +56,13 @@ def judge_run(
         node_lines=node_lines,
         started_at=started_at,
         ended_at=ended_at,
+        health=health,
     )
 
 
-def judge_checkpoint(loaded: LoadedConfig, plan: Plan, records: dict[str, RunRecord]) -> None:
-    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place).
-
-    ``plan`` is unused until the judge reads the checkpoint settings from the plan (not the config).
-    """
-    judge_checkpoint_resume(loaded, records)
+def judge_checkpoint(plan: Plan, records: dict[str, RunRecord]) -> None:
+    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place)."""
+    judge_checkpoint_resume(plan, records)
 
 
 def run_verdict_events(rec: RunRecord) -> list[VerdictEvent]:

@@ -16,7 +16,7 @@ This module imports nothing heavy (no SSH, no Docker): the stage modules and ``b
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from cvs_tui.core.errors import UserError
@@ -86,8 +86,9 @@ class Launcher(Protocol):
 
     name: ClassVar[str]  # registry key, e.g. "nodes", "slurm"
 
-    async def prepare(self) -> list[str]:
-        """Connect to and check every node; one problem line each (empty: ready)."""
+    async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
+        """Connect to and check every node; one problem line each (empty: ready). ``progress`` gets
+        one-line news of long steps (an image pull) while it works."""
         ...
 
     async def start(self, run: PlannedRun) -> Job:
@@ -112,7 +113,10 @@ class LauncherClass(Protocol):
 
 
 # name -> "module:Class"; imported only when a plan asks for it.
-LAUNCHERS: dict[str, str] = {"nodes": "cvs_tui.core.runner.nodes:NodeLauncher"}
+LAUNCHERS: dict[str, str] = {
+    "nodes": "cvs_tui.core.runner.nodes:NodeLauncher",
+    "slurm": "cvs_tui.core.runner.slurm:from_plan",  # a factory: the plan carries the allocation
+}
 
 
 def launcher_class(name: str) -> LauncherClass:

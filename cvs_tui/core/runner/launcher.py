@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.runner.transport import expanding_quote
 
 MODULE_PREFIX = "module:"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -69,6 +70,10 @@ class LaunchSpec:
     workdir: str | None = None
     hf_token_file: str | None = None
     label: str = ""  # e.g. "run SMOKE node 0", a comment in the script
+    # Exported before ``env`` (the cluster file's env_vars) and after it (HF_HOME, PYTHONPATH,
+    # LD_LIBRARY_PATH as upstream's launcher sets them); in both, ``$NAME`` references expand.
+    pre_env: Mapping[str, str] = field(default_factory=dict)
+    post_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def _q(v: str) -> str:
@@ -77,8 +82,9 @@ def _q(v: str) -> str:
 
 def build_launcher(spec: LaunchSpec) -> str:
     """The launcher script text (bash; also valid for busybox ash). Raises UserError on bad names."""
+    names = [*spec.pre_env, *spec.env, *spec.post_env]
     problems = [
-        f"env: {k!r} is not a valid environment variable name" for k in spec.env if not _ENV_NAME.match(k)
+        f"env: {k!r} is not a valid environment variable name" for k in names if not _ENV_NAME.match(k)
     ]
     if not spec.train_script_paths:
         problems.append("train_params.train_script_paths: empty; list at least one train script")
@@ -113,8 +119,12 @@ def build_launcher(spec: LaunchSpec) -> str:
         '  finish "$2"',
         "}",
     ]
+    for k, v in spec.pre_env.items():
+        lines.append(f"export {k}={expanding_quote(v)}")
     for k, v in spec.env.items():
         lines.append(f"export {k}={_q(v)}")
+    for k, v in spec.post_env.items():
+        lines.append(f"export {k}={expanding_quote(v)}")
     if spec.hf_token_file:
         tok = _q(spec.hf_token_file)
         msg = _q(f"HF token file {spec.hf_token_file} is not readable on this node")

@@ -18,9 +18,10 @@ import contextlib
 import posixpath
 import secrets
 import shlex
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import ClassVar, Literal
 
+from cvs_tui.core.config.host_config import gpu_mode
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
@@ -139,6 +140,8 @@ class NodeJob:
             workdir=plan.maxtext_root if plan.container_runtime == "docker" else None,
             hf_token_file=plan.paths.get("hf_token_file") if plan.stage("tokenizer").enabled else None,
             label=f"run {run.key} node {rank}",
+            pre_env=plan.cluster_env,
+            post_env=plan.launcher_env,
         )
         await t.write_file(script, build_launcher(spec), 0o755)
         await rt.start_detached(launch_command(script))
@@ -162,7 +165,7 @@ class NodeLauncher:
         self.scratch_root = posixpath.join(plan.paths.get("temp_dir") or self.node_root, plan.run_id)
 
     # -- prepare -----------------------------------------------------------------------------------------
-    async def prepare(self) -> list[str]:
+    async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Connect every node; unless something is wrong already, check image, folders, free space."""
         plan = self.plan
         self.transports = [
@@ -172,6 +175,8 @@ class NodeLauncher:
                 known_hosts=plan.known_hosts,
                 verify_host_keys=plan.verify_host_keys,
                 connect_timeout=self.opt.connect_timeout_s,
+                env_vars=plan.cluster_env,
+                password=plan.ssh_password.get_secret_value() if plan.ssh_password else None,
             )
             for n in plan.nodes
         ]
@@ -189,7 +194,7 @@ class NodeLauncher:
             self.runtimes = [runtime_for(t, spec, plan.container_runtime, **kw) for t in self.transports]
         except UserError as exc:
             return exc.problems
-        problems = await self._node_checks()
+        problems = await self._node_checks(progress)
         if not problems:
             problems = await self._shared_daemons()
         return problems
@@ -215,6 +220,8 @@ class NodeLauncher:
             image=plan.container_image,
             # docker_socket says where the API is, not how to run the container
             args={k: v for k, v in plan.container_args.items() if k != DOCKER_SOCKET_ARG},
+            gpu=gpu_mode(plan.gpu_name, cpu_only=_cpu(plan)),
+            image_tar=plan.container_image_tar,
             env=plan.runs[0].env if plan.runs else {},
             lifetime=plan.container_lifetime,
             # the run's node-side folders, same path inside and out: the node can follow the logs
@@ -222,18 +229,16 @@ class NodeLauncher:
             labels={"cvs-tui.run-id": plan.run_id, "cvs-tui.user": plan.user},
         )
 
-    async def _node_checks(self) -> list[str]:
+    async def _node_checks(self, progress: Callable[[str], None] | None) -> list[str]:
         dirs = [d for d in (self.node_root, self.scratch_root) if d]
 
         async def one(rank: int, t: Transport, rt: ContainerRuntime) -> list[str]:
             host = self.plan.nodes[rank].host
             out: list[str] = []
             try:
-                if self.plan.container_runtime == "docker" and not await rt.image_present():
-                    out.append(
-                        f"node {rank} ({host}): image {self.plan.container_image} is not present; "
-                        "pull or load it on every node first"
-                    )
+                if self.plan.container_runtime == "docker":
+                    # GPU devices, then the image (pulled or loaded when missing, with progress)
+                    out += [f"node {rank} ({host}): {p}" for p in await rt.prepare(progress)]
                 mk = " ".join(shlex.quote(d) for d in dirs)
                 r = await t.run(f"mkdir -p -- {mk} && df -Pk -- {mk}", self.opt.command_timeout_s)
                 if r.rc != 0:
@@ -382,3 +387,8 @@ def _low_space(rank: int, host: str, df_out: str, need: int = MIN_FREE_BYTES) ->
                 f"need {need >> 20} MiB for the run's output"
             )
     return out
+
+
+def _cpu(plan: Plan) -> bool:
+    hardware = [str(r.maxtext_config.get("hardware", "")).lower() for r in plan.runs]
+    return bool(hardware) and all(h == "cpu" for h in hardware)

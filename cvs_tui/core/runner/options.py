@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cvs_tui.core.runner.slurm import SlurmClient
 
 MIN_FREE_BYTES = 512 * 1024 * 1024  # free space wanted for the run folder and the nodes' output folders
 
@@ -21,3 +25,5 @@ class RunOptions:
     setup_timeout_s: float = 1800.0  # branch checkout + install command, tokenizer download
     resume: Path | None = None  # a run folder whose completed runs are judged again and kept
     min_free_bytes: int = MIN_FREE_BYTES  # free space preflight wants in the run folder and on each node
+    slurm_grace_s: float = 10.0  # Slurm: after `scancel --signal=TERM` of a step, before `scancel`
+    slurm_client: SlurmClient | None = None  # how Slurm's commands run (None: plainly, this environment)

@@ -28,7 +28,7 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -43,6 +43,7 @@ from cvs_tui.core.runner.launcher import (
     kill_group_command,
     parse_exit_status,
 )
+from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.transport import CommandResult, CommandTimeout
 
 _GRANTED = re.compile(r"(?:Pending|Granted) job allocation (\d+)")
@@ -479,10 +480,12 @@ class SlurmLauncher:
     alloc: Allocation | None = None
     jobs: list[SlurmJob] = field(default_factory=list)
 
-    async def prepare(self) -> list[str]:
+    async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Allocation (requested or inherited), enough nodes, and the run folder seen by every node."""
         try:
-            if self.salloc_args is not None:
+            if self.alloc is not None:  # allocated before planning (from_plan)
+                pass
+            elif self.salloc_args is not None:
                 self.alloc = await request_allocation(self.client, self.salloc_args, self.alloc_timeout_s)
             else:
                 self.alloc = await allocation_from_env(self.client, self.env)
@@ -534,6 +537,8 @@ class SlurmLauncher:
                     env={"PYTHONUNBUFFERED": "1", **run.env, **run.node_env[rank]},
                     hf_token_file=self.plan.paths.get("hf_token_file") if tokenizer else None,
                     label=f"run {run.key} node {rank}",
+                    pre_env=self.plan.cluster_env,
+                    post_env=self.plan.launcher_env,
                 )
             )
         return specs
@@ -576,3 +581,20 @@ class SlurmLauncher:
             if self.alloc.owned:
                 self.alloc = None
         return problems
+
+
+def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher:
+    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target)."""
+    sl = plan.slurm
+    if sl is None or sl.job_id is None:
+        raise UserError("launcher slurm: the plan has no Slurm allocation; plan it with --slurm")
+    client = options.slurm_client or SlurmClient()
+    return SlurmLauncher(
+        plan=plan,
+        run_dir=Path(plan.out_dir).resolve(),
+        client=client,
+        env=dict(client.env) if client.env is not None else dict(os.environ),
+        command_timeout_s=options.command_timeout_s,
+        grace_s=options.slurm_grace_s,
+        alloc=Allocation(sl.job_id, list(sl.nodes), owned=sl.owned),
+    )

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from cvs_tui.core.bus import EventBus
-from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, RunEvent, RunOutcome, StageEvent, StageState, SuiteEndEvent
 from cvs_tui.core.parse import NodeLogParser
@@ -40,6 +39,7 @@ from cvs_tui.core.report import REPORT_FILES
 from cvs_tui.core.results import Results, RunRecord, load_results, write_results
 from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.execute import RunExecution
+from cvs_tui.core.runner.health_watch import HealthMonitor
 from cvs_tui.core.runner.launch import Launcher, launcher_for
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.stages import registered
@@ -58,24 +58,21 @@ class Suite:
 
     def __init__(
         self,
-        loaded: LoadedConfig,
         plan: Plan,
         run_dir: Path,
         bus: EventBus,
         options: RunOptions | None = None,
     ) -> None:
-        self.loaded = loaded
         self.plan = plan
         self.run_dir = run_dir
         self.bus = bus
         self.opt = options or RunOptions()
-        self._lock = _lock_run_folder(run_dir)  # first: nothing is touched in a folder another run owns
+        self._lock: IO[str] | None = _lock_run_folder(run_dir)  # first: nothing touched in a busy folder
         self.state = RunState()
-        self.results: Results = judging.new_results(loaded, plan)
+        self.results: Results = judging.new_results(plan)
         self.records: dict[str, RunRecord] = {}
         self.launcher: Launcher = launcher_for(plan, self.opt)
         self.runs = RunExecution(
-            loaded=loaded,
             plan=plan,
             launcher=self.launcher,
             options=self.opt,
@@ -86,6 +83,7 @@ class Suite:
         stages = registered()
         self.steps: list[Stage] = [s for s in stages if not s.closing]
         self.closing: list[Stage] = [s for s in reversed(stages) if s.closing]  # last registered first
+        self.health: HealthMonitor | None = None  # started by the node_health stage
         self._kept: dict[str, RunRecord] = {}
         self.interrupted = False
         self.errors: list[str] = []  # what broke the suite itself (run folder, cvs-tui's own code)
@@ -118,6 +116,12 @@ class Suite:
         """
         self.results.stages = judging.stages_of(self.state)
         self.results.runs = list(self.records.values())
+        if self.health is not None:
+            self.results.node_health = self.health.records()
+            for rec in self.results.runs:
+                rec.health_findings = [
+                    f for n in self.results.node_health for f in n.findings if f.run == rec.key
+                ]
         try:
             write_results(self.results, self.run_dir / "results.json")
         except OSError as exc:
@@ -159,7 +163,6 @@ class Suite:
             events.append(evs)
             lines.append(parser.lines_seen)
         return judging.judge_run(
-            self.loaded,
             run,
             events,
             exit_codes=[n.exit_code for n in kept.nodes],
@@ -174,7 +177,7 @@ class Suite:
         )
 
     def judge_checkpoint(self) -> None:
-        judging.judge_checkpoint(self.loaded, self.plan, self.records)
+        judging.judge_checkpoint(self.plan, self.records)
 
     async def stop_active(self) -> None:
         await self.runs.stop_active()
@@ -255,6 +258,10 @@ class Suite:
         """The closing stages, each on its own (one failing does not stop the next); the suite's own
         verdict goes in before the reports are written."""
         checked = False
+        try:
+            await self._stop_health()
+        except Exception as exc:
+            self._crashed(exc)
         for st in self.closing:
             if st.name == "report" and not checked:
                 self._settle_verdict()
@@ -292,6 +299,17 @@ class Suite:
             problems.append(f"{len(missing)} planned run(s) never judged: {', '.join(missing)}")
         if problems:
             self.stage(VERDICT_STAGE, StageState.FAILED, "; ".join(problems)[:1000])
+
+    async def _stop_health(self) -> None:
+        """Stop following kernel logs before teardown closes the connections; a fatal finding outside
+        any run fails the node_health stage (and so the suite)."""
+        if self.health is None:
+            return
+        outside = await self.health.stop()
+        if outside:
+            self.stage("node_health", StageState.FAILED, "; ".join(outside)[:400])
+        else:
+            self.save()
 
     def results_passed(self) -> bool:
         planned = {r.key for r in self.plan.runs}

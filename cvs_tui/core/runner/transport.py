@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import shlex
 import signal
 import tempfile
@@ -38,6 +39,39 @@ import asyncssh
 # Remote helper exit statuses that mean "no such file" (chosen outside the range tail/head use).
 _RC_NO_FILE = 44
 _READ_CHUNK = 65536
+
+
+_VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def expanding_quote(value: str) -> str:
+    """Quote ``value`` for sh, except ``$NAME`` / ``${NAME}`` references, which expand.
+
+    Upstream CVS exports cluster ``env_vars`` through the shell, and its own template shows
+    ``"PATH": "/opt/rocm/bin:$PATH"``. Only plain variable references are left to the shell; every other
+    character (``$(...)``, backquotes, ``;``, quotes, newlines) is single-quoted and never executed.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _VAR_REF.finditer(value):
+        if m.start() > pos:
+            out.append(shlex.quote(value[pos : m.start()]))
+        out.append('"${' + (m.group(1) or m.group(2)) + '}"')
+        pos = m.end()
+    if pos < len(value):
+        out.append(shlex.quote(value[pos:]))
+    return "".join(out) or "''"
+
+
+def export_prefix(env: dict[str, str] | None) -> str:
+    """``export A=...; export B=...; `` for ``env`` (names checked, values through expanding_quote)."""
+    parts = []
+    for k, v in (env or {}).items():
+        if not _ENV_NAME.fullmatch(k):
+            raise ValueError(f"env_vars: {k!r} is not a valid environment variable name")
+        parts.append(f"export {k}={expanding_quote(v)}; ")
+    return "".join(parts)
 
 
 class CommandResult(NamedTuple):
@@ -237,9 +271,10 @@ class _LocalProcess:
 class LocalTransport:
     """This machine, through ``/bin/sh``. Each command runs in its own session (killable as a group)."""
 
-    def __init__(self, name: str = "localhost") -> None:
+    def __init__(self, name: str = "localhost", *, env_vars: dict[str, str] | None = None) -> None:
         self.name = name
         self._forward_dir: str | None = None
+        self._prefix = export_prefix(env_vars)  # the cluster file's env_vars, before every command
 
     async def connect(self) -> None:
         return None
@@ -252,7 +287,7 @@ class LocalTransport:
 
     async def _spawn(self, cmd: str, stdin: int | None) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_shell(
-            cmd,
+            self._prefix + cmd,
             stdin=stdin,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -325,7 +360,11 @@ def _read_local(path: str, offset: int, length: int | None) -> bytes:
 # ---------------------------------------------------------------------------------------------------------
 class _SSHProcess:
     def __init__(
-        self, transport: SSHTransport, proc: asyncssh.SSHClientProcess, cmd: str, release: Callable[[], None]
+        self,
+        transport: SSHTransport,
+        proc: asyncssh.SSHClientProcess[bytes],
+        cmd: str,
+        release: Callable[[], None],
     ):
         self._t = transport
         self._proc = proc
@@ -342,11 +381,11 @@ class _SSHProcess:
         if not data and self._t._lost():
             # EOF because the connection dropped, not because the command ended
             raise ConnectionLostError(f"{self._t.name}: connection lost while reading `{self._cmd}`")
-        return data  # type: ignore[return-value]
+        return data
 
     async def read_stderr(self) -> bytes:
         with contextlib.suppress(asyncssh.Error, OSError):
-            return await self._proc.stderr.read()  # type: ignore[return-value]
+            return await self._proc.stderr.read()
         return b""
 
     async def wait(self, timeout: float | None = None) -> int:
@@ -402,6 +441,8 @@ class SSHTransport:
         max_channels: int = 8,
         backoff: Backoff | None = None,
         name: str | None = None,
+        password: str | None = None,
+        env_vars: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -423,6 +464,8 @@ class SSHTransport:
         self.generation = 0  # bumps on every new connection (forwarded sockets must be re-opened)
         self._forward_dir: str | None = None
         self._forwards: dict[str, asyncssh.SSHListener] = {}
+        self._password = password  # never logged: not in name, repr or any message
+        self._prefix = export_prefix(env_vars)  # the cluster file's env_vars, before every command
 
     # -- connection --------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -438,6 +481,8 @@ class SSHTransport:
             opts["username"] = self.user
         if self.key_file is not None:
             opts["client_keys"] = [self.key_file]
+        if self._password is not None:
+            opts["password"] = self._password
         if self.ssh_config is not None:
             opts["config"] = self.ssh_config
         if not self.verify_host_keys:
@@ -548,7 +593,7 @@ class SSHTransport:
         for attempt in (1, 2):
             conn = await self._connection()
             try:
-                return await conn.create_process(cmd, encoding=None)
+                return await conn.create_process(self._prefix + cmd, encoding=None)
             except (
                 asyncssh.ConnectionLost,
                 asyncssh.DisconnectError,
@@ -582,7 +627,7 @@ class SSHTransport:
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
             self._mark_lost()
             raise ConnectionLostError(f"{self.name}: connection lost: {exc}") from exc
-        return out, err  # type: ignore[return-value]
+        return out, err
 
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else data
@@ -657,11 +702,17 @@ def transport_for(
     user: str | None = None,
     known_hosts: str | None = None,
     verify_host_keys: bool = True,
+    env_vars: dict[str, str] | None = None,
+    password: str | None = None,
     **ssh_options: Any,
 ) -> Transport:
-    """The transport for one node: local for ``localhost``/``local`` hosts, else SSH."""
+    """The transport for one node: local for ``localhost``/``local`` hosts, else SSH.
+
+    ``env_vars`` (the cluster file's) are exported before every command; ``password`` is SSH password
+    authentication, tried after any key.
+    """
     if node.local:
-        return LocalTransport(name=f"{node.host}#{node.rank}")
+        return LocalTransport(name=f"{node.host}#{node.rank}", env_vars=env_vars)
     return SSHTransport(
         node.host,
         port=node.port,
@@ -669,6 +720,8 @@ def transport_for(
         key_file=node.key_file,
         known_hosts=known_hosts,
         verify_host_keys=verify_host_keys,
+        env_vars=env_vars,
+        password=password,
         **ssh_options,
     )
 

@@ -36,6 +36,7 @@ class NodeWatch:
     exit_code: int | None = None
     first_fatal_at: float | None = None
     fatal_line: int | None = None
+    fatal_reason: str | None = None  # a fatal from outside the log (a kernel-log health finding)
     lost: str | None = None  # why its node became unreachable
     steps_seen: int = 0
     step_seconds: list[float] = field(default_factory=list)
@@ -51,6 +52,10 @@ class NodeWatch:
 
     def on_fatal(self, line: int, now: float) -> None:
         self.first_fatal_at, self.fatal_line = now, line
+
+    def on_external_fatal(self, reason: str, now: float) -> None:
+        """A fatal seen beside the log (the node's kernel log): the same path as a fatal log line."""
+        self.first_fatal_at, self.fatal_reason = now, reason
 
     @property
     def done(self) -> bool:
@@ -96,7 +101,8 @@ def first_failure(watches: Sequence[NodeWatch]) -> tuple[int, str] | None:
     cands: list[tuple[float, int, str]] = []
     for w in watches:
         if w.first_fatal_at is not None:
-            cands.append((w.first_fatal_at, w.rank, f"node {w.rank}: fatal error at line {w.fatal_line}"))
+            why = w.fatal_reason or f"node {w.rank}: fatal error at line {w.fatal_line}"
+            cands.append((w.first_fatal_at, w.rank, why))
         elif w.exit_code not in (None, 0):
             cands.append((w.last_progress, w.rank, f"node {w.rank} exited with code {w.exit_code}"))
         elif w.lost:

@@ -8,34 +8,35 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer
 
 from cvs_tui.core.state import RunState
+from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
 from cvs_tui.tui.widgets.node_table import NodeTable
 from cvs_tui.tui.widgets.run_header import RunHeader
 from cvs_tui.tui.widgets.stage_list import StageList
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(RunViewScreen):
+    # The node table holds the focus here, outside the log pane, so the pane's own keys are bound on the
+    # screen as well (same Binding objects, same order in the footer) and handed to the pane below.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("G", "resume_follow", "Resume follow", show=False),
+        LogPane.FOLLOW,
+        LogPane.RESUME,
         Binding("a", "toggle_merged", "All nodes"),
-        Binding("slash", "filter", "Filter"),
+        LogPane.FILTER,
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("l,enter", "open_node_log", "Node log"),
         Binding("left_square_bracket", "prev_run", "Prev run", show=False),
         Binding("right_square_bracket", "next_run", "Next run", show=False),
-        Binding("ctrl+s,x", "export", "Export"),
+        LogPane.EXPORT,
     ]
 
     def __init__(self) -> None:
         super().__init__(id="dashboard")
         self.merged = False
         self.viewed_run: str | None = None  # None follows the current run
-        self._last_version = -1
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -46,8 +47,8 @@ class DashboardScreen(Screen[None]):
         yield Footer()
 
     @property
-    def view(self) -> RunState:
-        return self.app.view  # type: ignore[attr-defined,no-any-return]
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
 
     def run_key(self) -> str | None:
         if self.viewed_run is not None:
@@ -60,15 +61,14 @@ class DashboardScreen(Screen[None]):
         self.refresh_view(force=True)
 
     def refresh_view(self, *, force: bool = False) -> None:
-        """Bring every widget up to date with the view model (called on the app's refresh tick)."""
+        """The header every tick (its clock moves each second), the rest when the view model moved."""
         app = self.app
-        view = self.view
-        self.query_one(RunHeader).show(view, app.info, app.run_title, app.clock())  # type: ignore[attr-defined]
-        if view.version == self._last_version and not force:
-            return
-        self._last_version = view.version
+        self.query_one(RunHeader).show(self.view, app.info, app.run_title, app.clock())
+        super().refresh_view(force=force)
+
+    def update(self, view: RunState) -> None:
         key = self.run_key()
-        ascii_only: bool = app.ascii_only  # type: ignore[attr-defined]
+        ascii_only = self.app.ascii_only
         self.query_one(StageList).show(view, key, ascii_only=ascii_only)
         table = self.query_one(NodeTable)
         rv = view.runs.get(key) if key is not None else None
@@ -80,7 +80,7 @@ class DashboardScreen(Screen[None]):
             height = min(rows, max(8, int(self.size.height * 0.45)))
             if top.styles.height is None or top.styles.height.value != height:
                 top.styles.height = height
-        pane = self.query_one(LogPane)
+        pane = self.log_pane
         pane.show_source(self._source(), view)
         pane.pump(view)
 
@@ -107,21 +107,10 @@ class DashboardScreen(Screen[None]):
     def _filter_changed(self, _event: LogPane.FilterChanged) -> None:
         self.query_one(LogPane).rebuild(self.view)
 
-    def action_toggle_follow(self) -> None:
-        self.query_one(LogPane).toggle_follow(self.view)
-
-    def action_resume_follow(self) -> None:
-        pane = self.query_one(LogPane)
-        if not pane.follow:
-            pane.toggle_follow(self.view)
-
     def action_toggle_merged(self) -> None:
         self.merged = not self.merged
         self.query_one(LogPane).show_source(self._source(), self.view)
         self.notify("All nodes, merged" if self.merged else "Selected node only", timeout=2)
-
-    def action_filter(self) -> None:
-        self.query_one(LogPane).open_filter()
 
     def action_clear_filter(self) -> None:
         if not self.query_one(LogPane).close_filter():
@@ -130,7 +119,7 @@ class DashboardScreen(Screen[None]):
     def action_open_node_log(self) -> None:
         src = self._source()
         if src is not None:
-            self.app.open_node_log(src.run, src.node)  # type: ignore[attr-defined]
+            self.app.open_node_log(src.run, src.node)
 
     def _switch_run(self, delta: int) -> None:
         order = self.view.run_order
@@ -149,5 +138,15 @@ class DashboardScreen(Screen[None]):
     def action_next_run(self) -> None:
         self._switch_run(+1)
 
+    # -- the log pane's keys, reached from the node table ---------------------------------------------
+    def action_toggle_follow(self) -> None:
+        self.log_pane.action_toggle_follow()
+
+    def action_resume_follow(self) -> None:
+        self.log_pane.action_resume_follow()
+
+    def action_filter(self) -> None:
+        self.log_pane.action_filter()
+
     def action_export(self) -> None:
-        self.app.export_pane(self.query_one(LogPane))  # type: ignore[attr-defined]
+        self.log_pane.action_export()

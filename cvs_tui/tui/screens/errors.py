@@ -7,14 +7,15 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from cvs_tui.core.events import Severity
 from cvs_tui.core.state import ErrorRow, RunState
+from cvs_tui.render.renderables import hit_style, hit_summary
+from cvs_tui.tui.screens.base import RunViewScreen
 
 
-class ErrorsScreen(Screen[None]):
+class ErrorsScreen(RunViewScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "back", "Back"),
         Binding("enter", "jump", "Jump to line"),
@@ -28,16 +29,11 @@ class ErrorsScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self._rows: list[ErrorRow] = []
-        self._last_version = -1
 
     def compose(self) -> ComposeResult:
         yield Static(id="errors-title")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="errors")
         yield Footer()
-
-    @property
-    def view(self) -> RunState:
-        return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -53,18 +49,14 @@ class ErrorsScreen(Screen[None]):
         table.focus()
         self.refresh_view(force=True)
 
-    def refresh_view(self, *, force: bool = False) -> None:
-        view = self.view
-        if view.version == self._last_version and not force:
-            return
-        self._last_version = view.version
+    def update(self, view: RunState) -> None:
         rows = view.errors_sorted()
-        if [r.seq for r in rows] == [r.seq for r in self._rows] and not force:
+        if self._rows and [r.seq for r in rows] == [r.seq for r in self._rows]:
             return
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        ascii_only: bool = self.app.ascii_only  # type: ignore[attr-defined]
+        ascii_only = self.app.ascii_only
         roots = {run: view.root_cause(run) for run in view.runs}
         for row in rows:
             hit = row.hit
@@ -72,7 +64,7 @@ class ErrorsScreen(Screen[None]):
             is_root = fatal and roots.get(row.run) == row.node
             mark = ("* " if ascii_only else "◆ ") if is_root else "  "
             table.add_row(
-                Text(hit.severity.value.upper(), style="bold red" if fatal else "yellow"),
+                Text(hit.severity.value.upper(), style=hit_style(hit)),
                 row.run,
                 Text(
                     f"{mark}{row.node}" + (" root cause" if is_root else ""),
@@ -80,7 +72,7 @@ class ErrorsScreen(Screen[None]):
                 ),
                 str(hit.line),
                 hit.name,
-                hit.text.splitlines()[0][:160] if hit.text else "",
+                hit_summary(hit, 160),
                 key=str(row.seq),
             )
         self._rows = rows
@@ -104,7 +96,7 @@ class ErrorsScreen(Screen[None]):
     def action_jump(self) -> None:
         row = self.selected()
         if row is not None:
-            self.app.open_node_log(row.run, row.node, goto_line=row.hit.line)  # type: ignore[attr-defined]
+            self.app.open_node_log(row.run, row.node, goto_line=row.hit.line)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -21,6 +21,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("[ / ]", "previous / next run"),
     ("e", "errors: every hit, fatal first; Enter jumps to the line"),
     ("v", "verdicts: metric tables, loss curve, PASS/FAIL"),
+    ("H", "node health: ok / warn / FAIL / not checked, kernel-log findings with their lines"),
     ("d", "back to the dashboard"),
     ("ctrl+s, x", "export the current log view to a file"),
     ("ctrl+p", "command palette"),

@@ -7,37 +7,27 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import Footer
 
 from cvs_tui.core.state import RunState
+from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
 
 CONTEXT_LINES = 200  # lines either side of a jump target read back from the log file
 
 
-class NodeLogScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "back", "Back"),
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("G", "resume_follow", "Resume follow", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("ctrl+s,x", "export", "Export"),
-    ]
+class NodeLogScreen(RunViewScreen):
+    # follow, filter and export are the log pane's keys; the pane holds the focus on this screen.
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
 
     def __init__(self, run: str, node: int | None, *, goto_line: int | None = None) -> None:
         super().__init__()
         self.source = LogSource(run, node)
         self.goto_line = goto_line
-        self._last_version = -1
 
     def compose(self) -> ComposeResult:
         yield LogPane(numbered=True, id="pane")
         yield Footer()
-
-    @property
-    def view(self) -> RunState:
-        return self.app.view  # type: ignore[attr-defined,no-any-return]
 
     def on_mount(self) -> None:
         pane = self.query_one(LogPane)
@@ -59,7 +49,7 @@ class NodeLogScreen(Screen[None]):
             window = [(n, t) for n in range(lo, hi + 1) if (t := nv.lines.get(n)) is not None]
             where = "ring buffer"
         else:
-            path = self.app.node_log_path(self.source.run, node)  # type: ignore[attr-defined]
+            path = self.app.node_log_path(self.source.run, node)
             where = str(path) if path is not None else "no log file"
             if path is not None and path.is_file():
                 with path.open("r", encoding="utf-8", errors="replace") as fh:
@@ -73,11 +63,7 @@ class NodeLogScreen(Screen[None]):
             return
         pane.show_window(window, line, f"line {line} of node {node} ({where})")
 
-    def refresh_view(self, *, force: bool = False) -> None:
-        view = self.view
-        if view.version == self._last_version and not force:
-            return
-        self._last_version = view.version
+    def update(self, view: RunState) -> None:
         self.query_one(LogPane).pump(view)
 
     @on(LogPane.FilterChanged)
@@ -88,17 +74,3 @@ class NodeLogScreen(Screen[None]):
         pane = self.query_one(LogPane)
         if not pane.close_filter():
             self.app.pop_screen()
-
-    def action_toggle_follow(self) -> None:
-        self.query_one(LogPane).toggle_follow(self.view)
-
-    def action_resume_follow(self) -> None:
-        pane = self.query_one(LogPane)
-        if not pane.follow:
-            pane.toggle_follow(self.view)
-
-    def action_filter(self) -> None:
-        self.query_one(LogPane).open_filter()
-
-    def action_export(self) -> None:
-        self.app.export_pane(self.query_one(LogPane))  # type: ignore[attr-defined]

@@ -11,12 +11,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import OUTCOME_STYLE, VERDICT_STYLE, fmt_float
+from cvs_tui.render.format import OUTCOME_STYLE
+from cvs_tui.render.renderables import fill_verdict_table
+from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.widgets.loss_plot import LossPlot
 
 CHECKPOINT_STAGE = "checkpoint_resume"
@@ -24,20 +25,7 @@ CHECKPOINT_STAGE = "checkpoint_resume"
 
 def verdict_table(rv: RunView, *, ascii_only: bool) -> Table:
     table = Table(expand=True, box=box.ASCII if ascii_only else box.SIMPLE_HEAD, pad_edge=False)
-    for name, justify in (("Metric", "left"), ("Expected", "right"), ("Actual", "right"), ("Unit", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_column("Status", justify="center")
-    table.add_column("Note", ratio=1, overflow="fold")
-    for v in rv.verdicts.values():
-        table.add_row(
-            v.metric,
-            v.expected,
-            fmt_float(v.actual, 4),
-            v.unit,
-            Text(v.status, style=VERDICT_STYLE.get(v.status, "")),
-            Text(v.message, style="dim"),
-        )
-    return table
+    return fill_verdict_table(table, rv, notes=True, status_justify="center")
 
 
 def banner(view: RunState, *, ascii_only: bool) -> Text:
@@ -49,7 +37,7 @@ def banner(view: RunState, *, ascii_only: bool) -> Text:
     return Text(f" {mark} SUITE {word} ", style=f"bold reverse {'green' if end.passed else 'red'}")
 
 
-class VerdictsScreen(Screen[None]):
+class VerdictsScreen(RunViewScreen):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
 
     DEFAULT_CSS = """
@@ -60,7 +48,6 @@ class VerdictsScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._last_version = -1
         self._runs: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -69,20 +56,12 @@ class VerdictsScreen(Screen[None]):
         yield Static(id="footer-info")
         yield Footer()
 
-    @property
-    def view(self) -> RunState:
-        return self.app.view  # type: ignore[attr-defined,no-any-return]
-
     def on_mount(self) -> None:
         self.query_one("#runs").focus()
         self.refresh_view(force=True)
 
-    def refresh_view(self, *, force: bool = False) -> None:
-        view = self.view
-        if view.version == self._last_version and not force:
-            return
-        self._last_version = view.version
-        ascii_only: bool = self.app.ascii_only  # type: ignore[attr-defined]
+    def update(self, view: RunState) -> None:
+        ascii_only = self.app.ascii_only
         self.query_one("#banner", Static).update(banner(view, ascii_only=ascii_only))
         container = self.query_one("#runs", VerticalScroll)
         for key in view.run_order:

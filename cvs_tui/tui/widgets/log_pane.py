@@ -2,7 +2,9 @@
 
 Lines come from the view model's ring buffers and are written in batches on the app's refresh tick, never
 one call per line. Follow is on by default; any upward scroll turns it off and a counter shows how many
-lines arrived since; ``f`` or ``End`` resumes.
+lines arrived since; ``f`` or ``End`` resumes. The pane owns its keys (follow, resume, filter, export) and
+their actions; ``follow`` (on the log) and ``pending`` are reactives whose watchers keep the status line
+current.
 """
 
 from __future__ import annotations
@@ -11,16 +13,24 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.events import MouseScrollUp
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import Input, Log, Static
 
 from cvs_tui.core.state import RunState
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from cvs_tui.tui.app import CvsApp
 
 LOG_MAX_LINES = 20000  # lines held by the widget; the view model and the files on disk hold the rest
 
@@ -33,14 +43,16 @@ class FollowLog(Log):
             super().__init__()
             self.follow = follow
 
+    follow: var[bool] = var(True, init=False)
+
     def __init__(self, **kwargs: object) -> None:
         super().__init__(max_lines=LOG_MAX_LINES, auto_scroll=False, **kwargs)  # type: ignore[arg-type]
-        self.follow = True
+
+    def watch_follow(self, follow: bool) -> None:
+        self.post_message(self.FollowChanged(follow))
 
     def set_follow(self, follow: bool) -> None:
-        if follow != self.follow:
-            self.follow = follow
-            self.post_message(self.FollowChanged(follow))
+        self.follow = follow  # set at once: the next batch must already see it
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
@@ -96,6 +108,18 @@ class LineFilter:
 class LogPane(Vertical):
     """Log plus a status line and a filter box (``/``)."""
 
+    # A host screen whose focus sits outside the pane lists these on itself too (see DashboardScreen).
+    FOLLOW: ClassVar[Binding] = Binding("f", "toggle_follow", "Follow")
+    RESUME: ClassVar[Binding] = Binding("G", "resume_follow", "Resume follow", show=False)
+    FILTER: ClassVar[Binding] = Binding("slash", "filter", "Filter")
+    EXPORT: ClassVar[Binding] = Binding("ctrl+s,x", "export", "Export")
+    BINDINGS: ClassVar[list[BindingType]] = [FOLLOW, RESUME, FILTER, EXPORT]
+
+    if TYPE_CHECKING:
+        app = getters.app(CvsApp)  # typed for the checker only; see screens/base.py
+
+    pending: var[int] = var(0, init=False)  # lines that arrived while follow was off
+
     DEFAULT_CSS = """
     LogPane { height: 1fr; border: round $accent; }
     LogPane > FollowLog { height: 1fr; }
@@ -109,7 +133,6 @@ class LogPane(Vertical):
         self.numbered = numbered
         self.source: LogSource | None = None
         self.filter = LineFilter("")
-        self.pending = 0  # lines that arrived while follow was off
         self._next_line = 1  # next node line to write
         self._merged_seq = 0  # merged lines written so far
         self._held = 0  # lines considered (before the filter) since the last rebuild
@@ -212,6 +235,23 @@ class LogPane(Vertical):
     def _center_on(self, index: int) -> None:
         log = self.log_widget
         log.scroll_to(y=max(0, index - log.size.height // 2), animate=False, immediate=True)
+
+    # -- keys --------------------------------------------------------------------------------------------
+    def action_toggle_follow(self) -> None:
+        self.toggle_follow(self.app.view)
+
+    def action_resume_follow(self) -> None:
+        if not self.follow:
+            self.toggle_follow(self.app.view)
+
+    def action_filter(self) -> None:
+        self.open_filter()
+
+    def action_export(self) -> None:
+        self.app.export_pane(self)
+
+    def watch_pending(self, _pending: int) -> None:
+        self.update_status()
 
     # -- follow, filter, export ----------------------------------------------------------------------
     def toggle_follow(self, view: RunState) -> None:

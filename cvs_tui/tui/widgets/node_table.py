@@ -18,8 +18,9 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cvs_tui.core.state import RunState, RunView
-from cvs_tui.tui.format import NODE_STATE_STYLE, fmt_float, fmt_rate
+from cvs_tui.core.events import GpuTelemetryEvent, HealthState
+from cvs_tui.core.state import NodeHealthView, RunState, RunView
+from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 SPARK_WIDTH = 16
@@ -27,12 +28,14 @@ SPARK_WIDTH = 16
 COLUMNS: tuple[tuple[str, int], ...] = (
     ("node", 18),
     ("status", 11),
+    ("health", 12),
     ("step/total", 12),
     ("loss", 8),
     ("loss trend", SPARK_WIDTH + 1),
     ("tok/s/dev", 10),
     ("s/step", 7),
     ("lag", 5),
+    ("gpu %/W/°C", 15),
     ("errors", 7),
     ("last line", 0),
 )
@@ -43,6 +46,35 @@ _GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^\]]{1,80}\] ")
 
 def short_line(line: str) -> str:
     return _GLOG_HEADER.sub("", line[:400], count=1)[:300]
+
+
+HEALTH_STYLE = {
+    HealthState.OK: "green",
+    HealthState.WARN: "yellow",
+    HealthState.FAIL: "bold red",
+    HealthState.NOT_CHECKED: "dim italic",
+}
+
+
+def health_cell(hv: NodeHealthView | None) -> Text:
+    """ok / warn / FAIL / not checked; a node without health events is not checked (never ok)."""
+    if hv is None:
+        return Text("-", style="dim")
+    label = "FAIL" if hv.state is HealthState.FAIL else hv.state.value
+    return Text(label, style=HEALTH_STYLE[hv.state])
+
+
+def telemetry_text(ev: GpuTelemetryEvent | None) -> str:
+    """Mean utilisation, power and temperature over the node's GPUs in its latest sample."""
+    if ev is None or not ev.samples:
+        return "-"
+
+    def mean(xs: list[float | None]) -> str:
+        vals = [x for x in xs if x is not None]
+        return f"{sum(vals) / len(vals):.0f}" if vals else "?"
+
+    s = ev.samples
+    return f"{mean([x.util_pct for x in s])}/{mean([x.power_w for x in s])}/{mean([x.temp_c for x in s])}"
 
 
 class NodeTable(Widget, can_focus=True):
@@ -78,7 +110,9 @@ class NodeTable(Widget, can_focus=True):
         self._strips: dict[tuple[int, int, bool], Strip] = {}  # (rank, width, cursor) -> rendered row
         self.cursor = 0
         self.top = 0  # first row shown
-        self._row_context: tuple[RunView, float | None, int | None, bool] | None = None
+        self._row_context: (
+            tuple[RunView, float | None, int | None, bool, dict[int, NodeHealthView]] | None
+        ) = None
         self._stale: set[int] = set()  # rows whose text may be out of date (formatted when shown)
 
     # -- data ----------------------------------------------------------------------------------------
@@ -103,7 +137,7 @@ class NodeTable(Widget, can_focus=True):
             self._strips.clear()
             self._ranks = []
             self.cursor = self.top = 0
-        self._row_context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only)
+        self._row_context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only, view.health)
         changed = False
         ranks = sorted(rv.nodes)
         if ranks != self._ranks:
@@ -121,8 +155,8 @@ class NodeTable(Widget, can_focus=True):
         if rank not in self._stale or self._row_context is None:
             return False
         self._stale.discard(rank)
-        rv, median, root, ascii_only = self._row_context
-        cells = self._row_cells(rv, rank, median, root, ascii_only)
+        rv, median, root, ascii_only, health = self._row_context
+        cells = self._row_cells(rv, rank, median, root, ascii_only, health.get(rank))
         if self._cells.get(rank) == cells:
             return False
         self._cells[rank] = cells
@@ -131,7 +165,14 @@ class NodeTable(Widget, can_focus=True):
         return True
 
     @staticmethod
-    def _row_cells(rv: RunView, rank: int, median: float | None, root: int | None, ascii_only: bool) -> Cells:
+    def _row_cells(
+        rv: RunView,
+        rank: int,
+        median: float | None,
+        root: int | None,
+        ascii_only: bool,
+        hv: NodeHealthView | None = None,
+    ) -> Cells:
         nv = rv.nodes[rank]
         name = f"{rank:>2} {nv.host}" if nv.host else f"{rank:>2}"
         if rank == root:
@@ -142,12 +183,14 @@ class NodeTable(Widget, can_focus=True):
         return (
             Text(name, style="bold red" if rank == root else ""),
             Text(nv.state.value, style=NODE_STATE_STYLE[nv.state]),
+            health_cell(hv),
             Text(f"{'-' if nv.step is None else nv.step}/{rv.total_steps or '?'}"),
             Text(fmt_float(nv.loss), style="bold red" if nonfinite else ""),
             Text(sparkline(nv.losses, SPARK_WIDTH, ascii_only=ascii_only), style="cyan"),
             Text(fmt_rate(nv.tokens_per_s)),
             Text(fmt_float(nv.step_seconds)),
             Text(lag, style="yellow" if lag not in ("-", "+0") else ""),
+            Text(telemetry_text(hv.telemetry if hv else None)),
             Text(str(nv.error_hits), style=err_style),
             Text(short_line(nv.last_line), style="dim"),
         )

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from cvs_tui.core.state import RunState
-from cvs_tui.tui.format import fmt_duration
+from cvs_tui.render.format import fmt_duration
 
 
 class RunHeader(Static):

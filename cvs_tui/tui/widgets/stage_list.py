@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.state import RunState
-from cvs_tui.tui.format import OUTCOME_STYLE, STAGE_MARK
+from cvs_tui.render.format import OUTCOME_STYLE, STAGE_MARK
 
 
 class StageList(Static):

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 STAGES: tuple[str, ...] = (
     "preflight:Preflight",
+    "node_health:NodeHealthStage",
     "container:LaunchContainer",
     "rdma:Rdma",
     "tokenizer:Tokenizer",

@@ -24,8 +24,11 @@ from cvs_tui.core.events import StageState
 if TYPE_CHECKING:
     from cvs_tui.core.cluster import Cluster
     from cvs_tui.core.config.loader import LoadedConfig
+    from cvs_tui.core.events import RunEvent
     from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
     from cvs_tui.core.results import Results, RunRecord
+    from cvs_tui.core.runner.execute import RunExecution
+    from cvs_tui.core.runner.health_watch import HealthMonitor
     from cvs_tui.core.runner.launch import Launcher
     from cvs_tui.core.runner.options import RunOptions
 
@@ -50,6 +53,12 @@ class StageContext(Protocol):
     launcher: Launcher
     records: dict[str, RunRecord]  # run key -> its judged record, as runs finish
     results: Results  # what results.json and the reports are written from
+    runs: RunExecution  # the run being watched (node health attributes findings through it)
+    health: HealthMonitor | None  # node health, once the node_health stage started it
+
+    def emit(self, ev: RunEvent) -> None:
+        """Publish an event (bus, events.jsonl, the run state)."""
+        ...
 
     def stage(self, name: str, st: StageState, detail: str = "") -> None:
         """Publish a stage's state (and save results.json when it settled)."""

@@ -2,7 +2,11 @@
 
 Phase 1 (CKPT-1) trains from nothing, saving every ``checkpoint_period``; phase 2 (CKPT-2) runs with the
 same run name and output folder to the full step count, so MaxText restores the latest checkpoint
-itself; the reference (CKPT-REF) trains the full count uninterrupted. The judge compares them.
+itself, writing no checkpoint of its own (its period is past its last step); the reference (CKPT-REF,
+unless ``checkpoint_resume.reference_run`` is false) trains the full count uninterrupted. The judge
+compares them. Afterwards the checkpoint folder is deleted inside the trainer's container on every node,
+so as the user that wrote it (files a root container wrote are not the SSH user's to delete); a delete
+that fails is reported with the node, the path and the size left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import shlex
 
 from cvs_tui.core.events import RunOutcome, StageState
 from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
+from cvs_tui.core.runner.launch import Launcher
 from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, skip_if_disabled
 
 _PHASES = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
@@ -30,7 +35,11 @@ class CheckpointResume(Stage):
         why = (
             f"on {first.source_sweep}: {cr.steps_before_ckpt} steps saving every "
             f"{cr.checkpoint_period}, resume to {cr.steps_before_ckpt + cr.steps_after_resume}, "
-            "compare with an uninterrupted reference"
+            + (
+                "compare with an uninterrupted reference"
+                if cr.reference_run
+                else "compare with phase 1 (reference_run is false)"
+            )
         )
         return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
@@ -48,7 +57,7 @@ class CheckpointResume(Stage):
         first = runs["ckpt_phase1"][0]
         later = runs["ckpt_phase2"] + runs["ckpt_reference"]
         # phase 1 must start from nothing: MaxText refuses to train to step N over a later checkpoint
-        await _remove_checkpoints(ctx, first, every_node=True)
+        await _remove_checkpoints(ctx, first)
         p1 = await ctx.train(f"run:{first.key}", first)
         if p1.outcome != RunOutcome.COMPLETE.value:
             ctx.stage(self.name, StageState.FAILED, f"phase 1 did not complete: {p1.reason}")
@@ -60,17 +69,47 @@ class CheckpointResume(Stage):
         ctx.judge_checkpoint()
         ctx.save()
         p2 = ctx.records.get(runs["ckpt_phase2"][0].key) if runs["ckpt_phase2"] else None
+        problems: list[str] = []
         if ctx.plan.checkpoint_resume.get("delete_ckpt_dir", True):
-            await _remove_checkpoints(ctx, first, every_node=False)
-        ok = p2 is not None and p2.status == "PASS"
+            problems = await delete_checkpoints(
+                ctx.launcher, len(ctx.plan.nodes), first, ctx.opt.command_timeout_s
+            )
+        ok = p2 is not None and p2.status == "PASS" and not problems
         msgs = [v.message for v in (p2.verdicts if p2 else []) if v.metric.startswith("checkpoint.")]
-        ctx.stage(self.name, StageState.PASSED if ok else StageState.FAILED, "; ".join(msgs))
+        ctx.stage(self.name, StageState.PASSED if ok else StageState.FAILED, "; ".join(msgs + problems))
         return None
 
 
-async def _remove_checkpoints(ctx: StageContext, run: PlannedRun, *, every_node: bool) -> None:
-    """rm -rf the run's checkpoints folder on the hosts (every node, or node 0 on a shared filesystem)."""
-    path = shlex.quote(posixpath.join(run.base_output_directory, run.run_name, "checkpoints"))
-    for rank in range(len(ctx.plan.nodes) if every_node else 1):
+def _checkpoints_dir(run: PlannedRun) -> str:
+    return posixpath.join(run.base_output_directory, run.run_name, "checkpoints")
+
+
+async def delete_checkpoints(launcher: Launcher, nodes: int, run: PlannedRun, timeout: float) -> list[str]:
+    """Delete the run's checkpoint folder where the trainer runs, on every node in rank order (on a
+    shared filesystem rank 0 deletes it and the others find nothing). A problem line per node whose
+    folder is still there: the node, the path, the size left and why."""
+    path = _checkpoints_dir(run)
+    q = shlex.quote(path)
+    # rm's own message goes to stderr; what is left is measured after it, so a partial delete says so
+    cmd = f"rm -rf -- {q}; if [ -e {q} ]; then du -sh -- {q} 2>/dev/null | cut -f1; exit 3; fi"
+    problems: list[str] = []
+    for rank in range(nodes):
+        try:
+            r = await launcher.run_on_node(rank, cmd, timeout, where="trainer")
+        except Exception as exc:  # the node or its container is gone: say so, never drop it
+            problems.append(f"node {rank}: could not delete checkpoints {path}: {exc}")
+            continue
+        if r.rc != 0:
+            left = r.out.strip().splitlines()[-1] if r.out.strip() else "unknown size"
+            why = r.err.strip()[-300:] or f"exit {r.rc}"
+            problems.append(f"node {rank}: could not delete checkpoints {path} ({left} left): {why}")
+    return problems
+
+
+async def _remove_checkpoints(ctx: StageContext, run: PlannedRun) -> None:
+    """rm -rf the run's checkpoints folder on every host before phase 1 (best effort: a stale checkpoint
+    that survives makes phase 1 fail loudly, as MaxText refuses to train over it)."""
+    path = shlex.quote(_checkpoints_dir(run))
+    for rank in range(len(ctx.plan.nodes)):
         with contextlib.suppress(Exception):
             await ctx.launcher.run_on_node(rank, f"rm -rf -- {path}", ctx.opt.command_timeout_s, where="host")

@@ -30,7 +30,7 @@ class Preflight(Stage):
             problems.append(
                 f"run folder {ctx.run_dir}: only {free >> 20} MiB free, need {ctx.opt.min_free_bytes >> 20}"
             )
-        problems += await ctx.launcher.prepare()
+        problems += await ctx.launcher.prepare(lambda msg: ctx.stage(self.name, StageState.RUNNING, msg))
         if problems:
             ctx.stage(self.name, StageState.FAILED, "; ".join(problems))
             return "preflight failed"

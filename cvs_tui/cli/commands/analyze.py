@@ -1,0 +1,120 @@
+"""`cvs-tui analyze CONFIG --logs PATH... [--out DIR] [--run KEY]`: judge a run from its logs on disk.
+
+PATH is one log per node (in rank order), a folder of node logs (`node<rank>.log` by rank, else every
+`*.log` by name), or a cvs-tui run folder (every `logs/<run slug>/` in it). Writes results.json,
+report.html, junit.xml and summary.md into DIR, exactly as a live run does.
+Exit 0 when nothing failed, 1 when anything failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.publish import publish
+from cvs_tui.core.config.loader import LoadedConfig, load_config
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.offline import analyze_paths, plan_for
+from cvs_tui.core.plan import Plan
+from cvs_tui.core.report import write_reports
+from cvs_tui.core.results import Results
+from cvs_tui.core.run_folder import RunFolder
+
+DEFAULT_OUT_ROOT = Path("runs")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="judge a finished (or crashed) run from its node logs: metrics, verdicts, reports",
+        description="Parse every node's MaxText log, compute the metrics over the steady-state window, "
+        "judge them against the config's threshold file and write results.json, report.html, junit.xml "
+        "and summary.md. Nothing is launched.",
+        epilog="Exit codes: 0 nothing failed, 1 something failed, 2 bad input.",
+    )
+    p.add_argument("config", metavar="CONFIG", help="the CVS jaxmaxtext config the run used (JSON)")
+    p.add_argument(
+        "--logs",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="one log per node in rank order, a folder of node logs, or a cvs-tui run folder",
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/)")
+    p.add_argument(
+        "--run",
+        metavar="KEY",
+        help="the run the logs belong to: a sweep key, SMOKE, CKPT-1, CKPT-2 or CKPT-REF "
+        "(needed when the config selects several runs and the logs are not a run folder)",
+    )
+    p.add_argument("--no-ui", action="store_true", help="print the summary only, even in a terminal")
+    p.add_argument("--no-mouse", action="store_true", help="terminal UI without mouse support")
+    p.add_argument("--ascii", action="store_true", help="ASCII-only drawing characters")
+    add_public_options(p)
+    p.set_defaults(handler=run)
+
+
+def print_summary(results: Results, paths: dict[str, Path]) -> None:
+    for r in results.runs:
+        fails = [v for v in r.verdicts if v.status == "FAIL"]
+        line = f"{r.status:4}  {r.key}  ({r.kind}, {r.outcome}"
+        line += f", {len(fails)} failed metric(s))" if fails else ")"
+        print(line)
+        if r.outcome != "complete":
+            print(f"      {r.reason}")
+        for v in fails:
+            print(f"      {v.message}")
+    print(f"{'PASS' if results.passed else 'FAIL'}  overall")
+    for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]:
+        print(f"  {kind:8} {p}")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_config(args.config)
+    out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("analyze-%Y%m%d-%H%M%S")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out: {out} exists and is not a folder; pick another path")
+    plan = plan_for(loaded, args.logs)
+    results = analyze_paths(plan, args.logs, args.run)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}
+    print_summary(results, paths)
+    clean = publish(out, args, loaded=loaded, results=results)
+    if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():
+        _show(loaded, plan, results, args, paths)
+    return 0 if results.passed and clean else 1
+
+
+def _show(
+    loaded: LoadedConfig, plan: Plan, results: Results, args: argparse.Namespace, paths: dict[str, Path]
+) -> None:
+    """The finished run in the same screens a live run uses."""
+    from cvs_tui.core.offline import resolve_log_inputs
+    from cvs_tui.core.replay import replay_events
+    from cvs_tui.tui.app import run_tui
+
+    events = replay_events(
+        plan,
+        results,
+        resolve_log_inputs(plan, args.logs, args.run),
+        results_path=paths["results"],
+        report_path=paths.get("html"),
+    )
+
+    async def source() -> AsyncIterator[object]:
+        for ev in events:
+            yield ev
+
+    asyncio.run(
+        run_tui(
+            source(),  # type: ignore[arg-type]
+            title=f"cvs-tui analyze  {Path(loaded.path).name}",
+            mouse=not args.no_mouse,
+            ascii=args.ascii,
+        )
+    )

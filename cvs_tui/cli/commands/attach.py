@@ -1,0 +1,59 @@
+"""`cvs-tui attach RUN_DIR`: follow a run another cvs-tui process is executing, by reading its run folder.
+
+Only reads the folder, so anyone can open a view of a long run and close it without disturbing it.
+Exit codes: 0 the suite passed (or the view was closed before it ended), 1 it failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from cvs_tui.core.attach import follow_run_folder
+from cvs_tui.core.run_folder import RunFolder
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "attach",
+        help="watch a run in progress (or finished) from its run folder",
+        description="Follow a run that another cvs-tui process is writing, by tailing RUN_DIR/events.jsonl "
+        "and the node logs. Closing the view leaves the run alone.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="the run folder (holds events.jsonl)")
+    p.add_argument("--no-ui", action="store_true", help="print progress lines instead of the TUI")
+    p.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (text selection)")
+    p.add_argument("--ascii", action="store_true", help="ASCII only (Linux console, PuTTY)")
+    p.add_argument("--no-follow", action="store_true", help="show what is there now and stop reading")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    folder = RunFolder(run_dir)
+    folder.require_events()
+    info = folder.plan_info()  # a malformed plan.json stops here, as one line, before any view opens
+    source = follow_run_folder(run_dir, follow=not args.no_follow)
+    if args.no_ui or not sys.stdout.isatty():
+        from cvs_tui.cli.console import run_console
+
+        view = asyncio.run(run_console(source, ascii=args.ascii))
+    else:
+        from cvs_tui.tui.app import CvsApp
+
+        app = CvsApp(
+            source,
+            title=f"cvs-tui attach {run_dir}",
+            info=info,
+            ascii_only=args.ascii,
+            live=False,  # the run belongs to another process: leaving just closes this view
+            run_dir=run_dir,
+        )
+        app.run(mouse=not args.no_mouse)
+        view = app.view
+    end = view.suite_end
+    if end is None:
+        return 0
+    return 0 if end.passed else 1

@@ -1,0 +1,456 @@
+"""Judging a comparison: per metric, is the candidate's difference real (its confidence band excludes
+zero) and large enough (above the practical threshold)? And do the loss curves agree step by step?
+
+Every performance figure is taken over each run's steady-state window as the judge defines it (warm-up
+and steps whose interval holds a checkpoint save, an eval, a profiler boundary or a rampup are out), plus
+isolated unexplained stalls; step time is a median/p95 and throughput is tokens over time. Any
+toolchain, hardware or workload difference in the environment fingerprint makes the run NOT COMPARABLE.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cvs_tui.core.compare import stats as cs
+from cvs_tui.core.compare.fingerprint import BLOCKING, fingerprint_rows
+from cvs_tui.core.compare.inputs import RunInput
+from cvs_tui.core.compare.model import (
+    COMPARE_MIN_STEPS,
+    DEFAULT_THRESHOLD_PCT,
+    IMPROVED,
+    INCONCLUSIVE,
+    LOSS_ATOL,
+    LOSS_RTOL,
+    MIN_REPETITIONS,
+    NO_CHANGE,
+    NOT_COMPARABLE,
+    REGRESSED,
+    CompareReport,
+    ExcludedSteps,
+    LossCheck,
+    MetricDelta,
+    RunComparison,
+    Verdict,
+    worst,
+)
+from cvs_tui.core.compare.samples import RunSamples, StepSample, run_samples
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.judge.checkpoint import loss_agreement
+from cvs_tui.core.results import RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class PerfMetric:
+    id: str
+    label: str
+    unit: str
+    better: Literal["lower", "higher"]
+    stat: Callable[[Sequence[StepSample]], float]
+    needs: str = ""  # "tokens" | "tflops": the per-step field the statistic needs
+
+
+def _secs(xs: Sequence[StepSample]) -> list[float]:
+    return [x.seconds for x in xs]
+
+
+def _rate(attr: str) -> Callable[[Sequence[StepSample]], float]:
+    def f(xs: Sequence[StepSample]) -> float:
+        return cs.ratio_of_sums([(getattr(x, attr) or 0.0, x.seconds) for x in xs])
+
+    return f
+
+
+PERF_METRICS: list[PerfMetric] = [
+    PerfMetric("step_time_p50_ms", "step time p50", "ms", "lower", lambda xs: 1000.0 * cs.p50(_secs(xs))),
+    PerfMetric("step_time_p95_ms", "step time p95", "ms", "lower", lambda xs: 1000.0 * cs.p95(_secs(xs))),
+    PerfMetric(
+        "tokens_per_sec_per_device", "tokens/s per device", "tok/s", "higher", _rate("tokens"), "tokens"
+    ),
+    PerfMetric("tokens_per_sec_total", "tokens/s total", "tok/s", "higher", _rate("tokens"), "tokens"),
+    PerfMetric(
+        "tflops_per_sec_per_device", "TFLOP/s per device", "TFLOP/s", "higher", _rate("tflops"), "tflops"
+    ),
+]
+
+
+def _judge(
+    delta: float, delta_pct: float, band: cs.Band, better: str, threshold_pct: float
+) -> tuple[Verdict, str]:
+    if not band.excludes_zero():
+        return NO_CHANGE, "the difference lies inside the noise band"
+    if abs(delta_pct) < threshold_pct:
+        return NO_CHANGE, f"significant but below the {threshold_pct:g} % practical threshold"
+    worse = delta > 0 if better == "lower" else delta < 0
+    return (REGRESSED if worse else IMPROVED), f"band excludes 0 and |Δ| ≥ {threshold_pct:g} %"
+
+
+def _pct(x: float, base: float) -> float | None:
+    return x / base * 100.0 if base else None
+
+
+def _perf_row(
+    m: PerfMetric,
+    base: Sequence[RunSamples],
+    cand: Sequence[RunSamples],
+    *,
+    threshold_pct: float,
+    seed: int,
+    resamples: int,
+    comparable: bool,
+    within_run: bool,
+) -> MetricDelta:
+    """One performance row. Long because each early return is one reason a row stays INCONCLUSIVE or NOT
+    COMPARABLE, in the order they are checked; splitting it would scatter that order."""
+    scale_b = [float(r.devices) if m.id == "tokens_per_sec_total" else 1.0 for r in base]
+    scale_c = [float(r.devices) if m.id == "tokens_per_sec_total" else 1.0 for r in cand]
+    missing = [r for r in (*base, *cand) if m.needs and any(getattr(x, m.needs) is None for x in r.samples)]
+    doubt = list(
+        dict.fromkeys(
+            [f"base: {r.inconclusive}" for r in base if r.inconclusive]
+            + [f"candidate: {r.inconclusive}" for r in cand if r.inconclusive]
+        )
+    )
+    vals_b = [m.stat(r.samples) * k if r.samples else math.nan for r, k in zip(base, scale_b, strict=True)]
+    vals_c = [m.stat(r.samples) * k if r.samples else math.nan for r, k in zip(cand, scale_c, strict=True)]
+    vb = statistics.fmean(vals_b) if len(vals_b) > 1 else vals_b[0]
+    vc = statistics.fmean(vals_c) if len(vals_c) > 1 else vals_c[0]
+    row = MetricDelta(
+        m.id,
+        m.label,
+        m.unit,
+        m.better,
+        _num(vb),
+        _num(vc),
+        None,
+        None,
+        None,
+        None,
+        "",
+        INCONCLUSIVE,
+        base_runs=[v for v in vals_b if math.isfinite(v)] if len(base) > 1 else [],
+        candidate_runs=[v for v in vals_c if math.isfinite(v)] if len(cand) > 1 else [],
+        base_cv_pct=cs.cv_pct(vals_b) if len(base) > 1 and all(map(math.isfinite, vals_b)) else None,
+        candidate_cv_pct=cs.cv_pct(vals_c) if len(cand) > 1 and all(map(math.isfinite, vals_c)) else None,
+    )
+    if row.base is not None and row.candidate is not None:
+        row.delta = row.candidate - row.base
+        row.delta_pct = _pct(row.delta, row.base)
+    if not comparable:
+        row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
+        return row
+    if missing:
+        row.reason = f"the step lines carry no {m.needs} figure"
+        return row
+    if doubt:
+        row.reason = "; ".join(doubt)
+        return row
+    single = len(base) == 1 and len(cand) == 1
+    if not single and (len(base) < MIN_REPETITIONS or len(cand) < MIN_REPETITIONS):
+        row.reason = (
+            f"{len(base)} base and {len(cand)} candidate runs: a run-to-run claim needs at least "
+            f"{MIN_REPETITIONS} repetitions per side"
+        )
+        return row
+    if single:
+        k_b, k_c = scale_b[0], scale_c[0]
+        if k_b != k_c:  # a device-count difference is a hardware difference; kept for safety
+            row.reason = "device counts differ"
+            return row
+        band = cs.bootstrap_diff(
+            base[0].samples, cand[0].samples, m.stat, seed=seed, resamples=resamples, name=m.label
+        )
+        band = cs.Band(band.lo * k_b, band.hi * k_b, band.method)
+        method = band.method + " within runs"
+        if m.id == "step_time_p50_ms":
+            mw = cs.mann_whitney_u(_secs(base[0].samples), _secs(cand[0].samples))
+            method += f"; Mann–Whitney U {mw.u:.0f}, p = {mw.p_value:.3g}"
+        if not within_run:
+            assert row.delta is not None and row.base
+            row.band_lo_pct, row.band_hi_pct = _pct(band.lo, row.base), _pct(band.hi, row.base)
+            row.method = method
+            row.reason = (
+                f"one run per side: run-to-run variance unknown; give {MIN_REPETITIONS}+ repetitions per "
+                "side (or --within-run to judge on the within-run band)"
+            )
+            return row
+    else:
+        band = cs.welch_band(vals_b, vals_c)
+        method = band.method + " (run-to-run)"
+    assert row.delta is not None and row.base
+    row.band_lo_pct, row.band_hi_pct = _pct(band.lo, row.base), _pct(band.hi, row.base)
+    row.method = method
+    row.verdict, row.reason = _judge(row.delta, row.delta_pct or 0.0, band, m.better, threshold_pct)
+    return row
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _side_losses(runs: Sequence[RunSamples]) -> dict[int, float]:
+    """Per-step loss of a side: its one run's, or the per-step median over its repetitions."""
+    steps = set.intersection(*(set(r.losses) for r in runs)) if runs else set()
+    return {s: statistics.median([r.losses[s] for r in runs]) for s in sorted(steps)}
+
+
+def loss_check(
+    base: Sequence[RunSamples], cand: Sequence[RunSamples], *, comparable: bool, reason: str = ""
+) -> tuple[LossCheck, MetricDelta]:
+    """Per-step loss alignment and the final-loss row."""
+    lb, lc = _side_losses(base), _side_losses(cand)
+    shared = sorted(set(lb) & set(lc))
+    atol, note = cs.loss_atol(
+        [v for v in lb.values() if math.isfinite(v)], [v for v in lc.values() if math.isfinite(v)], LOSS_ATOL
+    )
+    first = next((s for s in shared if not loss_agreement(lb[s], lc[s], atol, LOSS_RTOL)), None)
+    finite = [abs(lc[s] - lb[s]) for s in shared if math.isfinite(lb[s]) and math.isfinite(lc[s])]
+    check = LossCheck(
+        shared_steps=len(shared),
+        atol=atol,
+        rtol=LOSS_RTOL,
+        tolerance_note=note,
+        first_diverging_step=first,
+        base_at_divergence=_num(lb[first]) if first is not None else None,
+        candidate_at_divergence=_num(lc[first]) if first is not None else None,
+        max_abs_diff=max(finite) if finite else None,
+        verdict=NO_CHANGE,
+        reason="",
+    )
+    last = shared[-1] if shared else None
+    vb, vc = (lb[last], lc[last]) if last is not None else (math.nan, math.nan)
+    row = MetricDelta(
+        "final_loss",
+        "final loss",
+        "loss",
+        "lower",
+        _num(vb),
+        _num(vc),
+        None,
+        None,
+        None,
+        None,
+        f"|b − a| ≤ {atol:g} + {LOSS_RTOL:g}·|a| at the last shared step ({last})",
+        NO_CHANGE,
+    )
+    if row.base is not None and row.candidate is not None:
+        row.delta = row.candidate - row.base
+        row.delta_pct = _pct(row.delta, row.base)
+        tol = atol + LOSS_RTOL * abs(row.base)
+        row.band_lo_pct, row.band_hi_pct = _pct(-tol, abs(row.base)), _pct(tol, abs(row.base))
+    if not comparable or reason:
+        why = reason or "the environment fingerprints differ"
+        check.verdict, check.reason = NOT_COMPARABLE, why
+        row.verdict, row.reason = NOT_COMPARABLE, why
+        return check, row
+    if not shared:
+        check.verdict = row.verdict = INCONCLUSIVE
+        check.reason = row.reason = "no step logged a loss on both sides"
+        return check, row
+    if first is None:
+        check.reason = f"all {len(shared)} shared steps within tolerance ({note})"
+        row.reason = "within tolerance"
+        return check, row
+    worse = not (lc[first] < lb[first])  # NaN on the candidate side is worse
+    check.verdict = REGRESSED if worse else IMPROVED
+    check.reason = (
+        f"first diverging step {first}: base {lb[first]:.4g}, candidate {lc[first]:.4g} ({note}); "
+        f"{sum(1 for s in shared if not loss_agreement(lb[s], lc[s], atol, LOSS_RTOL))} of "
+        f"{len(shared)} shared steps outside tolerance"
+    )
+    if loss_agreement(vb, vc, atol, LOSS_RTOL):
+        row.reason = f"within tolerance at the end, but the curves diverged at step {first}"
+    else:
+        row.verdict = REGRESSED if not (vc < vb) else IMPROVED
+        row.reason = f"curves diverge from step {first}"
+    return check, row
+
+
+# Stall time that differs by less than this is the same (the stall rule's own floor: a second lost).
+STALL_SECONDS_SAME = 1.0
+
+
+def _stall_seconds(run: RunRecord) -> float | None:
+    m = next((m for m in run.metrics if m.name == "training.stall_seconds"), None)
+    return m.value if m is not None else None
+
+
+def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparable: bool) -> MetricDelta:
+    """Time lost to stalls (training.stall_seconds, mean over a side's runs), compared on its own: the
+    steady rates above are free of stalls, so a stall shows here and nowhere else. It does not decide the
+    run's verdict (a stall is an event, not the machine's speed); it differs when the sides are more than
+    STALL_SECONDS_SAME apart."""
+    vb = [v for r in base if (v := _stall_seconds(r)) is not None]
+    vc = [v for r in cand if (v := _stall_seconds(r)) is not None]
+    row = MetricDelta(
+        "stall_seconds",
+        "time lost to stalls",
+        "s",
+        "lower",
+        statistics.fmean(vb) if vb else None,
+        statistics.fmean(vc) if vc else None,
+        None,
+        None,
+        None,
+        None,
+        f"mean of training.stall_seconds per side; the same within {STALL_SECONDS_SAME:g} s",
+        NO_CHANGE,
+        base_runs=vb,
+        candidate_runs=vc,
+    )
+    if not comparable:
+        row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
+        return row
+    if row.base is None or row.candidate is None:
+        row.verdict, row.reason = INCONCLUSIVE, "stall time not recorded on both sides (older results?)"
+        return row
+    row.delta = row.candidate - row.base
+    row.delta_pct = _pct(row.delta, row.base) if row.base > 0 else None
+    if abs(row.delta) <= STALL_SECONDS_SAME:
+        row.reason = "within a second"
+    else:
+        row.verdict = REGRESSED if row.delta > 0 else IMPROVED
+        row.reason = f"{abs(row.delta):.3g} s {'more' if row.delta > 0 else 'less'} lost to stalls"
+    return row
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the comparison
+# ---------------------------------------------------------------------------------------------------------
+def _runs_by_key(side: Sequence[RunInput]) -> dict[str, list[tuple[RunInput, RunRecord]]]:
+    out: dict[str, list[tuple[RunInput, RunRecord]]] = {}
+    for inp in side:
+        for r in inp.results.runs:
+            out.setdefault(r.key, []).append((inp, r))
+    return out
+
+
+def compare_run(
+    key: str,
+    base: Sequence[tuple[RunInput, RunRecord]],
+    cand: Sequence[tuple[RunInput, RunRecord]],
+    *,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    seed: int = cs.DEFAULT_SEED,
+    resamples: int = cs.DEFAULT_RESAMPLES,
+    min_steps: int = COMPARE_MIN_STEPS,
+    within_run: bool = False,
+) -> RunComparison:
+    rows = fingerprint_rows(base, cand)
+    blocking = [r.message for r in rows if r.differs and r.category in BLOCKING]
+    schedule = [r.message for r in rows if r.differs and r.category == "schedule"]
+    comparable = not blocking
+    sb = [run_samples(r, min_steps) for _, r in base]
+    sc = [run_samples(r, min_steps) for _, r in cand]
+    metrics = [
+        _perf_row(
+            m,
+            sb,
+            sc,
+            threshold_pct=threshold_pct,
+            seed=seed,
+            resamples=resamples,
+            comparable=comparable,
+            within_run=within_run,
+        )
+        for m in PERF_METRICS
+    ]
+    loss, final = loss_check(
+        sb, sc, comparable=comparable, reason="; ".join(schedule) if schedule and comparable else ""
+    )
+    metrics.append(final)
+    stalls = stall_row([r for _, r in base], [r for _, r in cand], comparable=comparable)
+    notes = [n for r in (*sb, *sc) for n in r.notes]
+    unknown = [r.field for r in rows if r.unknown and r.category in (*BLOCKING, "schedule")]
+    if unknown:
+        notes.append("not recorded on both sides, so not verified: " + ", ".join(unknown))
+    if len(base) == 1 and len(cand) == 1 and within_run:
+        notes.append(
+            "judged on the within-run band (--within-run): it covers step-to-step noise only, not "
+            "run-to-run variance"
+        )
+    excluded = [
+        ExcludedSteps("base", i.label, len(s.samples), s.excluded) for (i, _), s in zip(base, sb, strict=True)
+    ] + [
+        ExcludedSteps("candidate", i.label, len(s.samples), s.excluded)
+        for (i, _), s in zip(cand, sc, strict=True)
+    ]
+    if not comparable:
+        verdict: Verdict = NOT_COMPARABLE
+    else:
+        verdict = worst([m.verdict for m in metrics if m.verdict != NOT_COMPARABLE] or [NOT_COMPARABLE])
+    metrics.append(stalls)  # shown beside the rates, not part of the verdict (see stall_row)
+    return RunComparison(
+        key=key,
+        verdict=verdict,
+        comparable=comparable,
+        banner=blocking if blocking else [f"loss not compared: {ln}" for ln in schedule],
+        fingerprint=rows,
+        metrics=metrics,
+        loss=loss,
+        excluded=excluded,
+        notes=notes,
+        base_runs=len(base),
+        candidate_runs=len(cand),
+    )
+
+
+def compare(
+    base: Sequence[RunInput],
+    cand: Sequence[RunInput],
+    *,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    seed: int = cs.DEFAULT_SEED,
+    resamples: int = cs.DEFAULT_RESAMPLES,
+    min_steps: int = COMPARE_MIN_STEPS,
+    within_run: bool = False,
+) -> CompareReport:
+    """Compare every run key present on both sides."""
+    if not (threshold_pct >= 0 and math.isfinite(threshold_pct)):
+        raise UserError(f"--threshold-pct: {threshold_pct} must be a finite number >= 0 (percent)")
+    kb, kc = _runs_by_key(base), _runs_by_key(cand)
+    shared = [k for k in kb if k in kc]
+    if not shared:
+        raise UserError(
+            f"no run key is present on both sides (base: {sorted(kb) or 'none'}, candidate: "
+            f"{sorted(kc) or 'none'}); compare results of the same sweep"
+        )
+    return CompareReport(
+        base=[i.label for i in base],
+        candidate=[i.label for i in cand],
+        threshold_pct=threshold_pct,
+        seed=seed,
+        resamples=resamples,
+        min_steps=min_steps,
+        within_run=within_run,
+        runs=[
+            compare_run(
+                k,
+                kb[k],
+                kc[k],
+                threshold_pct=threshold_pct,
+                seed=seed,
+                resamples=resamples,
+                min_steps=min_steps,
+                within_run=within_run,
+            )
+            for k in shared
+        ],
+        only_base=[k for k in kb if k not in kc],
+        only_candidate=[k for k in kc if k not in kb],
+    )
+
+
+def write_json(report: CompareReport, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return p
+
+
+__all__ = ["PERF_METRICS", "compare", "compare_run", "loss_check", "write_json"]

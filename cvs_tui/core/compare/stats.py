@@ -1,0 +1,180 @@
+"""Statistics for comparing two runs: robust centre, seeded bootstrap bands, rank tests, loss tolerance.
+
+Pure Python and deterministic: every resampling takes a ``random.Random(seed)``, so the same inputs give
+the same band on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from cvs_tui.core.judge.metrics import percentile
+
+T = TypeVar("T")
+
+DEFAULT_SEED = 20240611
+DEFAULT_RESAMPLES = 2000
+CONFIDENCE = 0.95
+LOG_LOSS_DECIMALS = 3  # MaxText's step lines print `loss: 7.501`
+
+# Two-sided 97.5 % Student t quantiles by degrees of freedom (1..30); above 30 the normal value is close
+# enough for a band that is then rounded for display.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: float) -> float:
+    if df < 1:
+        return _T975[0]
+    if df > 30:
+        return 1.96
+    lo = math.floor(df)
+    hi = min(lo + 1, 30)
+    frac = df - lo
+    return _T975[lo - 1] + (_T975[hi - 1] - _T975[lo - 1]) * frac
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A confidence interval for candidate − base (same unit as the statistic)."""
+
+    lo: float
+    hi: float
+    method: str
+
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+def p50(xs: Sequence[float]) -> float:
+    return percentile(xs, 50)
+
+
+def p95(xs: Sequence[float]) -> float:
+    return percentile(xs, 95)
+
+
+def ratio_of_sums(pairs: Sequence[tuple[float, float]]) -> float:
+    """Work over time: sum of work / sum of seconds (a harmonic rate, never a mean of per-step rates)."""
+    t = sum(s for _, s in pairs)
+    return sum(w for w, _ in pairs) / t if t > 0 else math.nan
+
+
+def _quantile_band(diffs: list[float], method: str, level: float = CONFIDENCE) -> Band:
+    diffs.sort()
+    a = (1.0 - level) / 2.0
+    return Band(percentile(diffs, 100 * a), percentile(diffs, 100 * (1 - a)), method)
+
+
+def bootstrap_diff(
+    base: Sequence[T],
+    cand: Sequence[T],
+    stat: Callable[[Sequence[T]], float],
+    *,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
+    name: str = "statistic",
+) -> Band:
+    """Percentile bootstrap CI of stat(cand) − stat(base), each side resampled with replacement."""
+    rng = random.Random(seed)
+    nb, nc = len(base), len(cand)
+    diffs: list[float] = []
+    for _ in range(resamples):
+        b = [base[rng.randrange(nb)] for _ in range(nb)]
+        c = [cand[rng.randrange(nc)] for _ in range(nc)]
+        diffs.append(stat(c) - stat(b))
+    return _quantile_band(
+        diffs, f"bootstrap 95% CI of the {name} difference ({resamples} resamples, seed {seed})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RankTest:
+    u: float
+    p_value: float
+
+
+def mann_whitney_u(base: Sequence[float], cand: Sequence[float]) -> RankTest:
+    """Two-sided Mann–Whitney U with the normal approximation and tie correction."""
+    n1, n2 = len(base), len(cand)
+    allv = sorted([(v, 0) for v in base] + [(v, 1) for v in cand])
+    ranks = [0.0] * len(allv)
+    ties = 0.0
+    i = 0
+    while i < len(allv):
+        j = i
+        while j + 1 < len(allv) and allv[j + 1][0] == allv[i][0]:
+            j += 1
+        r = (i + j) / 2.0 + 1.0
+        for k in range(i, j + 1):
+            ranks[k] = r
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, side) in zip(ranks, allv, strict=True) if side == 0)
+    u1 = r1 - n1 * (n1 + 1) / 2.0
+    mu = n1 * n2 / 2.0
+    n = n1 + n2
+    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return RankTest(u1, 1.0)
+    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)
+    p = 2.0 * (1.0 - statistics.NormalDist().cdf(max(z, 0.0)))
+    return RankTest(u1, min(1.0, p))
+
+
+def welch_band(base: Sequence[float], cand: Sequence[float]) -> Band:
+    """95 % Welch t interval of mean(cand) − mean(base): the run-to-run band from repetitions."""
+    mb, mc = statistics.fmean(base), statistics.fmean(cand)
+    vb, vc = statistics.variance(base), statistics.variance(cand)
+    se2 = vb / len(base) + vc / len(cand)
+    d = mc - mb
+    if se2 <= 0:
+        return Band(d, d, "Welch t 95% CI over the runs' values (no run-to-run spread)")
+    df_den = (vb / len(base)) ** 2 / (len(base) - 1) + (vc / len(cand)) ** 2 / (len(cand) - 1)
+    df = se2**2 / df_den if df_den > 0 else 1.0
+    h = t975(df) * math.sqrt(se2)
+    return Band(d - h, d + h, f"Welch t 95% CI over the runs' values (df {df:.1f})")
+
+
+def cv_pct(xs: Sequence[float]) -> float | None:
+    """Coefficient of variation in percent (run-to-run spread of one side)."""
+    if len(xs) < 2:
+        return None
+    m = statistics.fmean(xs)
+    return statistics.stdev(xs) / m * 100.0 if m else None
+
+
+def decimals_of(values: Sequence[float], max_decimals: int = 6) -> int | None:
+    """The fewest decimals that print every value exactly (3 for MaxText's `loss: 7.501` lines)."""
+    if not values:
+        return None
+    for d in range(max_decimals + 1):
+        if all(abs(v - round(v, d)) <= 1e-9 * max(1.0, abs(v)) for v in values):
+            return d
+    return None
+
+
+def loss_atol(base_losses: Sequence[float], cand_losses: Sequence[float], atol: float) -> tuple[float, str]:
+    """Absolute tolerance raised to the print precision: a difference of two values printed to d decimals
+    can be off by one unit in the last place (2 × 0.5 × 10^-d)."""
+    d_b = decimals_of(base_losses)
+    d_c = decimals_of(cand_losses)
+    coarse = [d for d in (d_b, d_c) if d is not None and d <= 4]
+    if not coarse:
+        return atol, f"atol {atol:g} (full-precision losses)"
+    # the finest coarse side is the print precision; fewer than MaxText's 3 decimals only means the values
+    # happened to be round
+    d = max(*coarse, LOG_LOSS_DECIMALS)
+    q = 10.0 ** (-d)
+    if q > atol:
+        return q, f"atol raised to {q:g}: losses are printed with {d} decimals (±{q / 2:g} per value)"
+    return atol, f"atol {atol:g}"

@@ -1,0 +1,33 @@
+"""The judge layer: from each node's events to metrics, verdicts and a RunRecord.
+
+Modules, in the order a run is judged:
+
+* ``window``: the steady-state window (which steps the perf metrics may use);
+* ``definitions``, ``metrics``, ``loss``: every metric, one small function per section;
+* ``verdicts``: a metric against its threshold spec (PASS, FAIL, RECORD, N/A);
+* ``outcome``: complete, failed, hung or interrupted, and the root-cause node;
+* ``records``: the node records and environment facts of a RunRecord;
+* ``finalize``: :func:`finalize_run`, the one place a planned run is judged;
+* ``checkpoint``: the checkpoint-resume verdicts and the shared loss-agreement rule;
+* ``format``: the one number formatter every view uses.
+
+The judge reads a :class:`~cvs_tui.core.plan.Plan` and events; it never imports the runner.
+"""
+
+from __future__ import annotations
+
+from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume, loss_agreement
+from cvs_tui.core.judge.finalize import base_results, finalize_run, stage_records, verdict_events
+from cvs_tui.core.judge.format import format_number
+from cvs_tui.core.judge.outcome import decide_outcome
+
+__all__ = [
+    "base_results",
+    "decide_outcome",
+    "finalize_run",
+    "format_number",
+    "judge_checkpoint_resume",
+    "loss_agreement",
+    "stage_records",
+    "verdict_events",
+]

@@ -1,0 +1,105 @@
+"""A wall clock for a node log: the time its record headers print, by line.
+
+MaxText logs through absl, whose header (``I1130 06:52:51.215730 1397... file.py:265] ``) carries month,
+day and time but no year, so the parser leaves ``StepEvent.timestamp`` (and the other events'
+``timestamp``) None for those records. Stall attribution only needs times that are consistent within
+one log, so this reads every header that starts a line, in all three timed forms, onto one scale:
+
+* TF/XLA C++ (``2026-04-18 18:24:14.732938: E ...] ``) and python ``logging``
+  (``INFO:2026-04-19 06:51:49,547:...``): their full date, read as UTC like the parser does;
+* absl/glog: month, day and time in the year of the latest full-date header above it (2000, a leap
+  year, when there is none), moved to the next year when the date runs backwards by more than half a
+  year (a log that crosses New Year).
+
+absl's zero-date form (``E0000 00:00:<epoch> ...``, printed before absl is set up) is left out: it is
+on another scale and only ever precedes training. Headers in the middle of a line (a flattened log)
+are not read, since a line can then hold many times. Every event carries the 1-based line its record
+starts on, so ``clock.get(event.line)`` is the event's time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_ABSL = rb"[IWEF](\d{4} \d\d:\d\d:\d\d)(\.\d{1,9})? {1,20}\d{1,20} [^\s:\]]{1,200}:\d{1,10}\] "
+_TFXLA = rb"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{1,9})?: [IWEF] "
+_PYLOG = rb"(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(,\d{3})?:"
+HEADER_TIME = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")")
+_FIRST = frozenset(b"IWEFCD0123456789")  # what a timed header can start with
+_NO_YEAR = 2000  # a leap year, so that 0229 reads
+_HALF_YEAR = 183 * 86400.0
+
+
+def _base(year: int, month: int, day: int, hh: int, mm: int, ss: int) -> float | None:
+    """Epoch seconds of a whole second read as UTC, None for an impossible date."""
+    try:
+        return datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+    except ValueError:  # 0229 in a common year, month 13, ...
+        return None
+
+
+def _frac(raw: bytes | None) -> float:
+    return float(b"0." + raw[1:]) if raw else 0.0  # b".ffffff" or python logging's b",mmm"
+
+
+def line_clock(data: bytes) -> dict[int, float]:
+    """{1-based line: seconds} for every line that starts with a timed record header (see the module
+    docstring for the scale). O(size of the log)."""
+    out: dict[int, float] = {}
+    year: int | None = None  # from the latest full-date header
+    absl_year = _NO_YEAR
+    last_absl: float | None = None
+    match = HEADER_TIME.match
+    first = _FIRST
+    # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
+    seconds: dict[tuple[int, bytes], float | None] = {}
+    # one anchored match per line: faster than a multi-line search for '^' at every byte
+    for line, text in enumerate(data.split(b"\n"), start=1):
+        if not text or text[0] not in first or (m := match(text)) is None:
+            continue
+        g = m.groups()
+        if g[0] is not None:  # absl: b"MMDD HH:MM:SS"
+            key = g[0]
+            if key[:2] == b"00":
+                continue  # zero-date form: another scale
+            if year is not None:
+                absl_year = year
+            base = seconds.get((absl_year, key), -1.0)
+            if base == -1.0:
+                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
+            if base is not None and last_absl is not None and base < last_absl - _HALF_YEAR:
+                absl_year += 1  # the log crossed New Year
+                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
+            if base is None:
+                continue
+            last_absl = base
+            out[line] = base + _frac(g[1])
+        else:
+            key, raw = (g[2], g[3]) if g[2] is not None else (g[4], g[5])
+            year = int(key[:4])
+            base = seconds.get((0, key), -1.0)
+            if base == -1.0:
+                base = seconds[(0, key)] = _base(
+                    year, int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), int(key[17:19])
+                )
+            if base is not None:
+                out[line] = base + _frac(raw)
+    return out
+
+
+def _absl_base(year: int, key: bytes) -> float | None:
+    return _base(year, int(key[0:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]))
+
+
+def absl_clock_time(text: str, year: int = _NO_YEAR) -> float:
+    """The clock value of an absl-style ``MMDD HH:MM:SS.ffffff`` time (as a log without full-date
+    headers reads it): for comparing an outside record of a moment, such as when a process was paused,
+    with ``line_clock``."""
+    m = re.fullmatch(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(\.\d{1,9})?", text.strip())
+    if m is None:
+        raise ValueError(f"not an MMDD HH:MM:SS.ffffff time: {text!r}")
+    t = _base(year, *(int(m.group(i)) for i in range(1, 6)))
+    if t is None:
+        raise ValueError(f"not a calendar date: {text!r}")
+    return t + _frac(m.group(6).encode() if m.group(6) else None)

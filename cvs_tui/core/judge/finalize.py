@@ -1,0 +1,274 @@
+"""From a planned run and its nodes' events to a judged RunRecord: the one place verdicts are computed.
+
+Live runs call :func:`finalize_run` with the events their parsers produced; ``cvs-tui analyze`` calls it
+(through :mod:`cvs_tui.core.offline`) on logs on disk. Both judge a :class:`~cvs_tui.core.plan.PlannedRun`,
+whose ``judge`` spec holds everything besides the logs, so a re-judged run and a live run agree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from cvs_tui import __version__
+from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.judge.clock import line_clock
+from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
+from cvs_tui.core.judge.format import format_number
+from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext, compute_metrics
+from cvs_tui.core.judge.outcome import decide_outcome
+from cvs_tui.core.judge.records import finite, node_record, run_environment, window_record
+from cvs_tui.core.judge.verdicts import FAIL, PASS, RECORD, Verdict, judge_all
+from cvs_tui.core.judge.window import WINDOW_DEFINITION
+from cvs_tui.core.plan import JudgeSpec, Plan, PlannedRun
+from cvs_tui.core.results import (
+    ErrorRecord,
+    LossCurveRecord,
+    MetricRecord,
+    NodeRecord,
+    Results,
+    RunRecord,
+    StageRecord,
+    VerdictRecord,
+)
+from cvs_tui.core.state import RunState
+
+
+def run_context(spec: JudgeSpec, num_nodes: int) -> RunContext:
+    """What the metrics need from the plan (the logs give the rest)."""
+    return RunContext(
+        num_nodes=num_nodes,
+        gpus_per_node=spec.gpus_per_node,
+        gpu_name=spec.gpu_name,
+        precision=spec.precision,
+        eval_configured=spec.eval_configured,
+        checkpointing=spec.checkpointing,
+        scaling_baseline=spec.scaling_baseline,
+        convergence=spec.convergence,
+        loss_curve=spec.loss_curve,
+    )
+
+
+def _clock(path: Path | None) -> dict[int, float] | None:
+    """The line clock of a node's log (the local copy, for a live run), or None when it cannot be read:
+    stalls are then placed by the events' own timestamps, or by step number."""
+    if path is None:
+        return None
+    try:
+        return line_clock(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _loss_curve_verdict(metric: MetricValue, spec: JudgeSpec, points: list[tuple[int, float]]) -> Verdict:
+    lc = spec.loss_curve
+    expected = f"< {format_number(lc.max_slope)}"
+    if points:
+        (x0, y0), (xn, yn) = points[0], points[-1]
+        detail = f" over {len(points)} points (first={y0:.4f}@{x0}, last={yn:.4f}@{xn})"
+    else:
+        detail = ""
+    gated = lc.enforce
+    if metric.value is None:
+        msg = f"{metric.name}: {metric.reason}"
+        return Verdict(
+            metric.name,
+            FAIL if gated else RECORD,
+            expected,
+            None,
+            metric.text,
+            metric.unit,
+            msg if gated else f"{metric.reason}; recorded (loss_curve not enforced)",
+            gated,
+        )
+    ok = metric.value < lc.max_slope
+    msg = (
+        f"loss slope {metric.value:.6g}/step{detail}; "
+        f"{'decreasing' if ok else 'NOT decreasing'} (max_slope={format_number(lc.max_slope)})"
+    )
+    status = (PASS if ok else FAIL) if gated else RECORD
+    return Verdict(metric.name, status, expected, metric.value, metric.text, metric.unit, msg, gated)
+
+
+def _verdicts(run: PlannedRun, result: MetricsOutcome, out: RunOutcome) -> list[Verdict]:
+    spec = run.judge
+    metrics = result.metrics
+    if run.kind == "smoke":
+        # the smoke test checks for error signatures only; its numbers are recorded
+        verdicts = judge_all(metrics, None, enforce=False)
+    else:
+        verdicts = judge_all(metrics, spec.cell, enforce=spec.enforce, extra_specs=spec.extra_specs)
+    lc_metric = metrics["training.loss_curve_slope"]
+    verdicts = [
+        _loss_curve_verdict(lc_metric, spec, result.loss_curve_points) if v.metric == lc_metric.name else v
+        for v in verdicts
+    ]
+    if out is RunOutcome.COMPLETE:
+        return verdicts
+    # a failed run's gated metrics that are missing fail with the run's reason, not a generic one
+    return [
+        Verdict(
+            v.metric,
+            v.status,
+            v.expected,
+            v.actual,
+            v.actual_text,
+            v.unit,
+            f"{v.message} (the run {out.value})",
+            v.gated,
+        )
+        if v.status == FAIL and v.actual is None
+        else v
+        for v in verdicts
+    ]
+
+
+def _verdict_record(v: Verdict) -> VerdictRecord:
+    return VerdictRecord(
+        metric=v.metric,
+        status=v.status,  # type: ignore[arg-type]
+        expected=v.expected,
+        actual=finite(v.actual),
+        actual_text=v.actual_text,
+        unit=v.unit,
+        message=v.message,
+        gated=v.gated,
+    )
+
+
+def finalize_run(
+    run: PlannedRun,
+    node_events: Sequence[Sequence[LogEvent]],
+    *,
+    exit_codes: Sequence[int | None] | None = None,
+    outcome: RunOutcome | None = None,
+    reason: str = "",
+    root_cause_node: int | None = None,
+    hosts: Sequence[str] | None = None,
+    node_logs: Sequence[Path] | None = None,
+    node_lines: Sequence[int] | None = None,
+    started_at: float | None = None,
+    ended_at: float | None = None,
+    health: Mapping[str, float] | None = None,
+) -> RunRecord:
+    """Judge one planned run from each node's events (index = rank). ``health``: the run's ``health.*``
+    metric values (live runs that watched node health), judged like any other metric."""
+    clocks = [
+        _clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
+    ]
+    result = compute_metrics(node_events, run_context(run.judge, len(node_events)), clocks)
+    for name, value in (health or {}).items():
+        d = METRIC_DEFINITIONS.get(name)
+        result.metrics[name] = MetricValue(name, value, d.unit if d else "count")
+    out, why, root = decide_outcome(
+        node_events,
+        run.steps,
+        exit_codes=exit_codes,
+        outcome=outcome,
+        reason=reason,
+        root_cause_node=root_cause_node,
+        final_loss=result.metrics.get("training.final_loss"),
+    )
+    verdicts = _verdicts(run, result, out)
+    nodes: list[NodeRecord] = []
+    errors: list[ErrorRecord] = []
+    for i, evs in enumerate(node_events):
+        host = hosts[i] if hosts and i < len(hosts) else (node_logs[i].name if node_logs else f"node{i}")
+        path = node_logs[i] if node_logs and i < len(node_logs) else None
+        code = exit_codes[i] if exit_codes and i < len(exit_codes) else None
+        lines = node_lines[i] if node_lines and i < len(node_lines) else 0
+        rec, errs = node_record(i, evs, result.node_windows[i], result, host, path, code, lines)
+        nodes.append(rec)
+        errors += errs
+    excluded: dict[int, str] = {}
+    for w in result.node_windows:
+        for s, r in w.excluded.items():
+            excluded.setdefault(s, r)
+    failed = out is not RunOutcome.COMPLETE or any(v.status == FAIL for v in verdicts)
+    lc = run.judge.loss_curve
+    return RunRecord(
+        key=run.key,
+        slug=run.slug,
+        kind=run.kind,
+        total_steps=run.steps,
+        outcome=out.value,
+        reason=why,
+        root_cause_node=root,
+        status="FAIL" if failed else "PASS",
+        started_at=started_at,
+        ended_at=ended_at,
+        threshold_cell=run.judge.cell_key,
+        nodes=nodes,
+        window=window_record(result.window_status, result.window_reason, result.window_steps, excluded),
+        metrics=[
+            MetricRecord(
+                name=m.name, value=finite(m.value), unit=m.unit, text=m.text, absent=m.absent, reason=m.reason
+            )
+            for m in result.metrics.values()
+        ],
+        verdicts=[_verdict_record(v) for v in verdicts],
+        errors=errors,
+        loss_curve=LossCurveRecord(
+            points=result.loss_curve_points,
+            slope=finite(result.metrics["training.loss_curve_slope"].value),
+            max_slope=lc.max_slope,
+            enforce=lc.enforce,
+        ),
+        environment=run_environment(node_events, result.devices_per_node),
+        notes=result.notes,
+    )
+
+
+def base_results(plan: Plan, *, source: Literal["live", "analyze"], hosts: Sequence[str] = ()) -> Results:
+    """The Results skeleton for a plan's runs: what was run, where, and what the metrics mean."""
+    return Results(
+        tool_version=__version__,
+        created_at=time.time(),
+        source=source,
+        config_path=plan.config_path,
+        config_name=Path(plan.config_path).name,
+        mode=plan.mode,
+        model_label=plan.model_label,
+        gpu_name=plan.gpu_name,
+        gpus_per_node=plan.gpus_per_node,
+        enforce_thresholds=plan.enforce_thresholds,
+        threshold_path=plan.threshold_path or None,
+        hosts=list(hosts),
+        metric_definitions={k: d.definition for k, d in METRIC_DEFINITIONS.items()},
+        window_definition=WINDOW_DEFINITION,
+    )
+
+
+def verdict_events(run: RunRecord) -> list[VerdictEvent]:
+    """The run's verdicts as events, for a live run's event stream (and so for every front-end)."""
+    return [
+        VerdictEvent(
+            run=run.key,
+            metric=v.metric,
+            status=v.status,
+            expected=v.expected,
+            actual=v.actual,
+            unit=v.unit,
+            message=v.message,
+        )
+        for v in run.verdicts
+    ]
+
+
+def stage_records(state: RunState) -> list[StageRecord]:
+    """The stages a live run folded into its RunState, in the order they first appeared."""
+    return [
+        StageRecord(
+            name=sv.name,
+            state=sv.state.value,
+            detail=sv.detail,
+            started_at=sv.started_at,
+            ended_at=sv.ended_at,
+        )
+        for sv in state.stages.values()
+    ]
+
+
+__all__ = ["base_results", "finalize_run", "run_context", "stage_records", "verdict_events"]

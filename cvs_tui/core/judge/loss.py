@@ -1,0 +1,149 @@
+"""The metrics of what the run learned: final loss, eval loss, convergence and the loss curve's slope.
+
+Sections of :func:`cvs_tui.core.judge.metrics.compute_metrics`; each reads the run's inputs and writes
+its metrics on the sheet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cvs_tui.core.config.blocks import LossCurve, TargetMetric
+from cvs_tui.core.events import EvalDialect, EvalEvent, StepEvent
+
+if TYPE_CHECKING:  # the sections' shared types; metrics imports this module
+    from cvs_tui.core.judge.metrics import RunInputs, Sheet
+
+
+def nonfinite_text(x: float) -> str:
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def sample_loss_curve(steps: Sequence[tuple[int, float]], curve: LossCurve) -> list[tuple[int, float]]:
+    """Upstream's sampling: every Nth step, milestones, first and last (sorted, deduplicated)."""
+    if not steps:
+        return []
+    every = curve.sample_every if curve.sample_every > 0 else 1
+    milestones = set(curve.milestone_steps)
+    first, last = steps[0][0], steps[-1][0]
+    keep = {s: v for s, v in steps if s % every == 0 or s in milestones or s in (first, last)}
+    return sorted(keep.items())
+
+
+def ols_slope(points: Sequence[tuple[int, float]]) -> float | None:
+    n = len(points)
+    if n < 2:
+        return None
+    sx = sum(p[0] for p in points)
+    sy = sum(p[1] for p in points)
+    sxx = sum(p[0] * p[0] for p in points)
+    sxy = sum(p[0] * p[1] for p in points)
+    den = n * sxx - sx * sx
+    if den == 0:
+        return None
+    return (n * sxy - sx * sy) / den
+
+
+def loss_section(run: RunInputs, sheet: Sheet) -> list[tuple[int, float]]:
+    """Final loss and whether it decreased; returns the reference node's (step, loss) series."""
+    put = sheet.put
+    losses: list[tuple[int, float]] = []
+    if run.ref is not None:
+        seen: dict[int, float] = {}
+        for e in run.node_events[run.ref]:
+            if isinstance(e, StepEvent):
+                seen[e.step] = e.loss
+        losses = sorted(seen.items())
+    if not losses:
+        put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
+        put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
+        return losses
+    first_finite = next((v for _, v in losses if math.isfinite(v)), None)
+    last_step, last = losses[-1]
+    if not math.isfinite(last):
+        put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
+        put("training.loss_decreased", 0.0)
+    else:
+        put("training.final_loss", last)
+        put("training.loss_decreased", 1.0 if first_finite is not None and last < first_finite else 0.0)
+    return losses
+
+
+def eval_section(run: RunInputs, sheet: Sheet) -> list[EvalEvent]:
+    """The eval loss; returns the completed evals (running ones only when nothing else was logged)."""
+    if run.ref is not None:
+        evals = [e for e in run.node_events[run.ref] if isinstance(e, EvalEvent)]
+    else:
+        evals = [e for evs in run.node_events for e in evs if isinstance(e, EvalEvent)]
+    final_evals = [e for e in evals if e.dialect is not EvalDialect.RUNNING] or evals
+    if final_evals:
+        ev_last = final_evals[-1]
+        if math.isfinite(ev_last.loss):
+            sheet.put("training.eval_loss", ev_last.loss)
+        else:
+            sheet.put("training.eval_loss", None, "non_finite", f"{nonfinite_text(ev_last.loss)} eval loss")
+    elif run.ctx.eval_configured:
+        sheet.put(
+            "training.eval_loss", None, "not_produced", "eval is configured but no eval result was logged"
+        )
+    else:
+        sheet.put("training.eval_loss", None, "feature_off", "eval not configured (eval_interval <= 0)")
+    return final_evals
+
+
+def convergence_section(
+    run: RunInputs, losses: list[tuple[int, float]], final_evals: list[EvalEvent], sheet: Sheet
+) -> None:
+    conv = run.ctx.convergence
+    keys = ("training.steps_to_target", "training.time_to_target_seconds")
+    if conv.target_value <= 0:
+        for k in keys:
+            sheet.put(k, None, "feature_off", "convergence.target_value <= 0")
+        return
+    use_eval = conv.target_metric is TargetMetric.EVAL_LOSS or (
+        conv.target_metric is TargetMetric.AUTO and bool(final_evals)
+    )
+    pts = [(e.step, e.loss) for e in final_evals] if use_eval else losses
+    hit = next((s for s, v in pts if math.isfinite(v) and v <= conv.target_value), None)
+    src = "eval loss" if use_eval else "training loss"
+    if hit is None:
+        finite = [v for _, v in pts if math.isfinite(v)]
+        best = f"best {min(finite):.4f}" if finite else "no finite value"
+        for k in keys:
+            sheet.put(k, None, "not_produced", f"{src} never reached target {conv.target_value} ({best})")
+        return
+    sheet.put("training.steps_to_target", float(hit))
+    secs = run.per_step[run.ref] if run.ref is not None else {}
+    sheet.put("training.time_to_target_seconds", sum((e.seconds or 0.0) for s, e in secs.items() if s <= hit))
+
+
+def loss_curve_section(
+    run: RunInputs, losses: list[tuple[int, float]], sheet: Sheet
+) -> list[tuple[int, float]]:
+    """The sampled loss curve's slope; returns the sampled points."""
+    curve_pts = sample_loss_curve(losses, run.ctx.loss_curve)
+    bad = [(s, v) for s, v in curve_pts if not math.isfinite(v)]
+    if bad:
+        reason = f"{nonfinite_text(bad[0][1])} loss at step {bad[0][0]}"
+        sheet.put("training.loss_curve_slope", None, "non_finite", reason)
+        return curve_pts
+    slope = ols_slope(curve_pts)
+    if slope is None:
+        reason = f"{len(curve_pts)} sampled loss point(s); a slope needs 2 or more distinct steps"
+        sheet.put("training.loss_curve_slope", None, "not_produced", reason)
+    else:
+        sheet.put("training.loss_curve_slope", slope)
+    return curve_pts
+
+
+__all__ = [
+    "convergence_section",
+    "eval_section",
+    "loss_curve_section",
+    "loss_section",
+    "nonfinite_text",
+    "ols_slope",
+    "sample_loss_curve",
+]

@@ -1,0 +1,464 @@
+"""Honest training metrics from every node's parsed log.
+
+Definitions (shown verbatim in report.html and docs/metrics.md) live in ``METRIC_DEFINITIONS``.
+The perf metrics come from one steady-state window: warm-up and every step whose host interval holds a
+checkpoint save, an eval, a profiler boundary or a rampup step are dropped (MaxText's per-step ``seconds``
+is host time and absorbs those stalls), and throughput is tokens (or FLOPs) in the window divided by time
+in the window, never a mean of per-step rates.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cvs_tui.core.config.blocks import Convergence, LossCurve, ScalingBaseline
+from cvs_tui.core.events import (
+    CheckpointAction,
+    CheckpointEvent,
+    DevicesEvent,
+    LogEvent,
+    StepEvent,
+    StepKind,
+    TflopsPerStepEvent,
+)
+from cvs_tui.core.judge.definitions import (
+    METRIC_DEFINITIONS,
+    PEAK_TFLOPS,
+    Absence,
+    MetricValue,
+    peak_tflops,
+)
+from cvs_tui.core.judge.goodput import stall_section
+from cvs_tui.core.judge.loss import (
+    convergence_section,
+    eval_section,
+    loss_curve_section,
+    loss_section,
+    ols_slope,
+    sample_loss_curve,
+)
+from cvs_tui.core.judge.stalls import RunStalls
+from cvs_tui.core.judge.window import (
+    MIN_CLEAN_STEPS,
+    WARMUP_STEPS,
+    WINDOW_DEFINITION,
+    NodeWindow,
+    node_window,
+)
+
+# A node whose median step time exceeds the median over nodes by more than this is a straggler.
+STRAGGLER_LAG_PCT = 5.0
+
+
+@dataclass(slots=True)
+class NodeStats:
+    rank: int
+    steps_logged: int
+    last_step: int | None
+    window_steps: int
+    step_time_p50_ms: float | None
+    step_time_mean_ms: float | None
+    tokens_per_sec_per_device: float | None
+    tflops_per_sec_per_device: float | None
+    lag_pct: float | None = None
+    straggler: bool = False
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What the metrics need to know about the run besides its logs."""
+
+    num_nodes: int
+    gpus_per_node: int
+    gpu_name: str = ""
+    precision: str = "bf16"
+    eval_configured: bool = False
+    checkpointing: bool = False
+    scaling_baseline: ScalingBaseline = field(default_factory=ScalingBaseline)
+    convergence: Convergence = field(default_factory=Convergence)
+    loss_curve: LossCurve = field(default_factory=LossCurve)
+
+
+@dataclass(slots=True)
+class MetricsOutcome:
+    metrics: dict[str, MetricValue]
+    node_windows: list[NodeWindow]
+    window_steps: list[int]  # the common (all-node) window
+    window_status: Literal["ok", "inconclusive"]
+    window_reason: str
+    node_stats: list[NodeStats]
+    loss_curve_points: list[tuple[int, float]]
+    devices_per_node: int
+    notes: list[str]
+    stalls: RunStalls | None = None  # None: no node had a baseline to find stalls against
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """numpy 'linear' interpolation, as upstream."""
+    s = sorted(xs)
+    if len(s) == 1:
+        return s[0]
+    rank = q / 100.0 * (len(s) - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (rank - lo)
+
+
+def _per_step(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
+    out: dict[int, StepEvent] = {}
+    for e in events:
+        if isinstance(e, StepEvent) and e.kind is StepKind.TRAIN:
+            out[e.step] = e
+    return out
+
+
+def _tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
+    if ev.tokens_per_device is not None and ev.seconds is not None and math.isfinite(ev.tokens_per_device):
+        return ev.tokens_per_device * ev.seconds
+    if ev.total_weights is not None and num_devices:
+        return ev.total_weights / num_devices
+    return None
+
+
+def _tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
+    if ev.tflops_per_device is not None and ev.seconds is not None and math.isfinite(ev.tflops_per_device):
+        return ev.tflops_per_device * ev.seconds
+    return tflops_per_step
+
+
+def _first(events: Sequence[LogEvent], kind: type) -> Any:
+    for e in events:
+        if isinstance(e, kind):
+            return e
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one function per section of the metrics; they share the run's inputs (RunInputs) and one sheet (Sheet)
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Sheet:
+    """The metrics computed so far, and the notes for the run record."""
+
+    m: dict[str, MetricValue] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def put(self, name: str, value: float | None, absent: Absence | None = None, reason: str = "") -> None:
+        self.m[name] = MetricValue(name, value, METRIC_DEFINITIONS[name].unit, absent, reason)
+
+
+@dataclass(slots=True)
+class RunInputs:
+    """What every section reads: each node's events, windows and train steps, and the device counts."""
+
+    node_events: Sequence[Sequence[LogEvent]]
+    ctx: RunContext
+    windows: list[NodeWindow]
+    per_step: list[dict[int, StepEvent]]
+    with_steps: list[int]  # the nodes that logged train steps
+    num_nodes: int
+    devices_per_node: int
+    total_devices: int
+    global_devices: int
+    tflops_per_step: float | None  # the 'Per train step' TFLOPs line, when logged
+
+    @property
+    def ref(self) -> int | None:
+        """The node losses are read from: node 0, or the first that logged steps (SPMD losses are global)."""
+        return self.with_steps[0] if self.with_steps else None
+
+
+def _run_inputs(
+    node_events: Sequence[Sequence[LogEvent]],
+    ctx: RunContext,
+    sheet: Sheet,
+    clocks: Sequence[Mapping[int, float] | None],
+) -> RunInputs:
+    per_step = [_per_step(evs) for evs in node_events]
+    devices_ev: DevicesEvent | None = next(
+        (d for evs in node_events if (d := _first(evs, DevicesEvent)) is not None), None
+    )
+    tps_ev: TflopsPerStepEvent | None = next(
+        (t for evs in node_events if (t := _first(evs, TflopsPerStepEvent)) is not None), None
+    )
+    num_nodes = max(ctx.num_nodes, 1)
+    devices_per_node = ctx.gpus_per_node
+    if devices_ev is not None and devices_ev.num_devices % num_nodes == 0:
+        logged = devices_ev.num_devices // num_nodes
+        if logged != ctx.gpus_per_node:
+            sheet.notes.append(
+                f"the log reports {devices_ev.num_devices} devices over {num_nodes} node(s) "
+                f"({logged} per node) but gpus_per_node is {ctx.gpus_per_node}; using {logged}"
+            )
+        devices_per_node = logged
+    total_devices = devices_per_node * num_nodes
+    return RunInputs(
+        node_events=node_events,
+        ctx=ctx,
+        windows=[
+            node_window(evs, clocks[i] if i < len(clocks) else None) for i, evs in enumerate(node_events)
+        ],
+        per_step=per_step,
+        with_steps=[i for i, ps in enumerate(per_step) if ps],
+        num_nodes=num_nodes,
+        devices_per_node=devices_per_node,
+        total_devices=total_devices,
+        global_devices=devices_ev.num_devices if devices_ev is not None else total_devices,
+        tflops_per_step=tps_ev.total_tflops if tps_ev else None,
+    )
+
+
+def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok", "inconclusive"], str]:
+    """The steps clean on every node that logged steps, and whether there are enough of them."""
+    with_steps = run.with_steps
+    if with_steps:
+        common = set(run.windows[with_steps[0]].steps)
+        for i in with_steps[1:]:
+            common &= set(run.windows[i].steps)
+        window = sorted(common)
+    else:
+        window = []
+    if len(with_steps) < len(run.per_step) and with_steps:
+        missing = [i for i in range(len(run.per_step)) if i not in with_steps]
+        sheet.notes.append(
+            f"node(s) {missing} logged no step lines; per-device rates come from the other nodes"
+        )
+    if not with_steps:
+        return window, "inconclusive", "no timed training step was logged"
+    if len(window) < MIN_CLEAN_STEPS:
+        excluded_n = len({s for i in with_steps for s in run.windows[i].excluded})
+        return (
+            window,
+            "inconclusive",
+            f"only {len(window)} clean step(s) in the steady-state window, fewer than the minimum "
+            f"{MIN_CLEAN_STEPS} ({excluded_n} step(s) excluded as warm-up, checkpoint, eval, profiler, "
+            "rampup or stall)",
+        )
+    return window, "ok", ""
+
+
+PERF_METRICS = (
+    "training.tflops_per_sec_per_gpu",
+    "training.tokens_per_sec_per_gpu",
+    "training.tokens_per_sec_total",
+    "training.step_time_seconds",
+    "training.step_time_mean_ms",
+    "training.step_time_p50_ms",
+    "training.step_time_p95_ms",
+)
+
+
+def _perf(
+    run: RunInputs, window: list[int], wstatus: str, wreason: str, sheet: Sheet
+) -> tuple[float | None, float | None]:
+    """Step time and throughput over the window; returns (tokens/s total, TFLOP/s per GPU)."""
+    put = sheet.put
+    if wstatus != "ok":
+        for k in PERF_METRICS:
+            put(k, None, "inconclusive", f"inconclusive: {wreason}")
+        return None, None
+    with_steps, per_step = run.with_steps, run.per_step
+    step_secs = [max(per_step[i][s].seconds or 0.0 for i in with_steps) for s in window]
+    t = sum(step_secs)
+    tokens, flops = 0.0, 0.0
+    tokens_ok = flops_ok = True
+    for i in with_steps:
+        for s in window:
+            ev = per_step[i][s]
+            tk = _tokens_per_device(ev, run.global_devices)
+            fl = _tflops_per_device(ev, run.tflops_per_step)
+            if tk is None:
+                tokens_ok = False
+            else:
+                tokens += tk
+            if fl is None:
+                flops_ok = False
+            else:
+                flops += fl
+    n_dev_nodes = len(with_steps)
+    put("training.step_time_seconds", t / len(window))
+    put("training.step_time_mean_ms", 1000.0 * t / len(window))
+    put("training.step_time_p50_ms", 1000.0 * percentile(step_secs, 50))
+    put("training.step_time_p95_ms", 1000.0 * percentile(step_secs, 95))
+    tok_total: float | None = None
+    tflops_gpu: float | None = None
+    if tokens_ok:
+        per_gpu = tokens / n_dev_nodes / t
+        tok_total = per_gpu * run.total_devices
+        put("training.tokens_per_sec_per_gpu", per_gpu)
+        put("training.tokens_per_sec_total", tok_total)
+    else:
+        for k in ("training.tokens_per_sec_per_gpu", "training.tokens_per_sec_total"):
+            put(k, None, "not_produced", "step lines carry neither Tokens/s/device nor total_weights")
+    if flops_ok:
+        tflops_gpu = flops / n_dev_nodes / t
+        put("training.tflops_per_sec_per_gpu", tflops_gpu)
+    else:
+        put(
+            "training.tflops_per_sec_per_gpu",
+            None,
+            "not_produced",
+            "step lines carry no TFLOP/s/device and no 'Per train step' TFLOPs line was logged",
+        )
+    return tok_total, tflops_gpu
+
+
+def _scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
+    put, ctx = sheet.put, run.ctx
+    base = ctx.scaling_baseline
+    if base.tokens_per_sec_total <= 0:
+        put(
+            "training.scaling_efficiency_pct",
+            None,
+            "feature_off",
+            "scaling_baseline.tokens_per_sec_total is 0",
+        )
+    elif tok_total is None:
+        src = sheet.m["training.tokens_per_sec_total"]
+        put("training.scaling_efficiency_pct", None, src.absent or "not_produced", src.reason)
+    else:
+        expected = (run.num_nodes / base.num_nodes) * base.tokens_per_sec_total
+        put("training.scaling_efficiency_pct", tok_total / expected * 100.0)
+    peak = peak_tflops(ctx.gpu_name, ctx.precision)
+    if peak is None:
+        put(
+            "training.mfu_pct",
+            None,
+            "feature_off",
+            f"peak TFLOP/s unknown for gpu_name {ctx.gpu_name!r} at {ctx.precision}",
+        )
+    elif tflops_gpu is None:
+        src = sheet.m["training.tflops_per_sec_per_gpu"]
+        put("training.mfu_pct", None, src.absent or "not_produced", src.reason)
+    else:
+        put("training.mfu_pct", tflops_gpu / peak * 100.0)
+
+
+def _ckpt_seconds(evs: Sequence[LogEvent], action: CheckpointAction) -> list[float]:
+    return [
+        e.seconds
+        for e in evs
+        if isinstance(e, CheckpointEvent) and e.seconds is not None and e.action is action
+    ]
+
+
+def _checkpoint_io(run: RunInputs, sheet: Sheet) -> None:
+    """Checkpoint save and load seconds (slowest node)."""
+    saves: list[float] = []
+    loads: list[float] = []
+    for evs in run.node_events:
+        node_save = _ckpt_seconds(evs, CheckpointAction.SAVE_DONE) or _ckpt_seconds(
+            evs, CheckpointAction.SAVE_BLOCKING_DONE
+        )
+        if node_save:
+            saves.append(node_save[-1])
+        loads += _ckpt_seconds(evs, CheckpointAction.RESTORE_DONE)
+    any_restore = any(
+        isinstance(e, CheckpointEvent) and e.action is CheckpointAction.RESTORE_START
+        for evs in run.node_events
+        for e in evs
+    )
+    save, load = "training.checkpoint_save_seconds", "training.checkpoint_load_seconds"
+    if saves:
+        sheet.put(save, max(saves))
+    elif run.ctx.checkpointing:
+        sheet.put(save, None, "not_produced", "checkpointing is on but no timed save was logged")
+    else:
+        sheet.put(save, None, "feature_off", "checkpointing not enabled for this run")
+    if loads:
+        sheet.put(load, max(loads))
+    elif any_restore:
+        sheet.put(load, None, "not_produced", "a restore started but no load time was logged")
+    else:
+        sheet.put(load, None, "feature_off", "the run restored no checkpoint")
+
+
+def _node_stats(run: RunInputs) -> list[NodeStats]:
+    """The per-node table: each node's own window, rates and lag behind the median node."""
+    stats: list[NodeStats] = []
+    for i, ps in enumerate(run.per_step):
+        w = [s for s in run.windows[i].steps if s in ps]
+        secs = [ps[s].seconds or 0.0 for s in w]
+        t = sum(secs)
+        tk = [_tokens_per_device(ps[s], run.global_devices) for s in w]
+        fl = [_tflops_per_device(ps[s], run.tflops_per_step) for s in w]
+        ok = bool(w) and t > 0
+        tk_known = [x for x in tk if x is not None]
+        fl_known = [x for x in fl if x is not None]
+        stats.append(
+            NodeStats(
+                rank=i,
+                steps_logged=len(ps),
+                last_step=max(ps) if ps else None,
+                window_steps=len(w),
+                step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
+                step_time_mean_ms=1000.0 * t / len(w) if ok else None,
+                tokens_per_sec_per_device=sum(tk_known) / t if ok and len(tk_known) == len(tk) else None,
+                tflops_per_sec_per_device=sum(fl_known) / t if ok and len(fl_known) == len(fl) else None,
+            )
+        )
+    medians = [s.step_time_p50_ms for s in stats if s.step_time_p50_ms is not None]
+    if medians:
+        mid = statistics.median(medians)
+        for s in stats:
+            if s.step_time_p50_ms is not None and mid > 0:
+                s.lag_pct = (s.step_time_p50_ms - mid) / mid * 100.0
+                s.straggler = len(medians) > 1 and s.lag_pct > STRAGGLER_LAG_PCT
+    return stats
+
+
+def compute_metrics(
+    node_events: Sequence[Sequence[LogEvent]],
+    ctx: RunContext,
+    clocks: Sequence[Mapping[int, float] | None] = (),
+) -> MetricsOutcome:
+    """Every metric of one run from each node's events (index = rank). ``clocks``: each node log's line
+    clock (``judge.clock.line_clock``), for placing stalls in time; a node without one uses its events'
+    timestamps."""
+    sheet = Sheet()
+    run = _run_inputs(node_events, ctx, sheet, clocks)
+    window, wstatus, wreason = _common_window(run, sheet)
+    tok_total, tflops_gpu = _perf(run, window, wstatus, wreason, sheet)
+    stalls = stall_section(run, sheet)
+    _scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
+    losses = loss_section(run, sheet)
+    final_evals = eval_section(run, sheet)
+    convergence_section(run, losses, final_evals, sheet)
+    curve_pts = loss_curve_section(run, losses, sheet)
+    _checkpoint_io(run, sheet)
+    return MetricsOutcome(
+        metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
+        node_windows=run.windows,
+        window_steps=window,
+        window_status=wstatus,
+        window_reason=wreason,
+        node_stats=_node_stats(run),
+        loss_curve_points=[(s, v) for s, v in curve_pts if math.isfinite(v)],
+        devices_per_node=run.devices_per_node,
+        notes=sheet.notes,
+        stalls=stalls,
+    )
+
+
+__all__ = [
+    "METRIC_DEFINITIONS",
+    "MIN_CLEAN_STEPS",
+    "PEAK_TFLOPS",
+    "WARMUP_STEPS",
+    "WINDOW_DEFINITION",
+    "MetricValue",
+    "MetricsOutcome",
+    "NodeStats",
+    "NodeWindow",
+    "RunContext",
+    "compute_metrics",
+    "node_window",
+    "ols_slope",
+    "peak_tflops",
+    "percentile",
+    "sample_loss_curve",
+]

@@ -1,0 +1,106 @@
+"""A run's outcome from its nodes' events and exit codes: complete or failed (with the first fatal error
+and its node), or the hung/interrupted outcome a live run already decided."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from cvs_tui.core.events import (
+    ErrorHit,
+    ExitCodeEvent,
+    LogEvent,
+    NonFiniteAbortEvent,
+    RunOutcome,
+    Severity,
+    StepEvent,
+)
+from cvs_tui.core.judge.definitions import MetricValue
+
+# an error that is usually the fallout of another node's failure, not its cause
+_SECONDARY_ERROR = re.compile(r"coordinat|heartbeat|barrier|preempt|peer|remote", re.I)
+
+
+def _fatal_hits(events: Sequence[LogEvent]) -> list[ErrorHit | NonFiniteAbortEvent]:
+    return [
+        e
+        for e in events
+        if (isinstance(e, ErrorHit) and e.severity is Severity.FATAL) or isinstance(e, NonFiniteAbortEvent)
+    ]
+
+
+_GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.-]+:\d+\]\s*")
+
+
+def _hit_text(h: ErrorHit | NonFiniteAbortEvent) -> str:
+    if isinstance(h, NonFiniteAbortEvent):
+        return f"training aborted on {h.value} loss"
+    text = _GLOG_HEADER.sub("", h.text.strip())
+    return f"{h.name}: {text[:160]}{'…' if len(text) > 160 else ''}"
+
+
+def decide_outcome(
+    node_events: Sequence[Sequence[LogEvent]],
+    total_steps: int,
+    *,
+    exit_codes: Sequence[int | None] | None = None,
+    outcome: RunOutcome | None = None,
+    reason: str = "",
+    root_cause_node: int | None = None,
+    final_loss: MetricValue | None = None,
+) -> tuple[RunOutcome, str, int | None]:
+    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept."""
+    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
+    first_fatal: tuple[int, str] | None = None
+    if fatal:
+        primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
+        node, hit = primary[0]
+        others = sorted({i for i, _ in fatal} - {node})
+        also = f"; also on node(s) {others}" if others else ""
+        first_fatal = (node, f"node {node} line {hit.line}: {_hit_text(hit)}{also}")
+    if outcome is not None and outcome not in (RunOutcome.COMPLETE, RunOutcome.FAILED):
+        # hung or interrupted: keep that outcome, and name the first fatal error if the logs hold one
+        why = reason or outcome.value
+        if first_fatal is not None:
+            return outcome, f"{why}; first fatal error: {first_fatal[1]}", first_fatal[0]
+        return outcome, why, root_cause_node
+    codes = list(exit_codes or [])
+    for i, evs in enumerate(node_events):
+        logged = [e.code for e in evs if isinstance(e, ExitCodeEvent)]
+        if i >= len(codes):
+            codes.append(logged[-1] if logged else None)
+        elif codes[i] is None and logged:
+            codes[i] = logged[-1]
+    if first_fatal is not None:
+        return RunOutcome.FAILED, first_fatal[1], first_fatal[0]
+    if final_loss is not None and final_loss.absent == "non_finite":
+        return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
+    bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+    if bad:
+        # a live run knows which node failed first; the others were stopped as its victims
+        node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
+        return RunOutcome.FAILED, f"node {node} exited with code {code}", node
+    if outcome is RunOutcome.FAILED:
+        return outcome, reason or "the run failed", root_cause_node
+    last = [max((e.step for e in evs if isinstance(e, StepEvent)), default=None) for evs in node_events]
+    logged = [x for x in last if x is not None]
+    if not logged:
+        return RunOutcome.FAILED, "no training step was logged by any node", root_cause_node
+    short = [(i, x) for i, x in enumerate(last) if x is None or x < total_steps - 1]
+    if short and len(logged) == len(last):
+        i, x = short[0]
+        return (
+            RunOutcome.FAILED,
+            f"node {i} log ends at step {x} of {total_steps} (steps 0..{total_steps - 1}): "
+            "the run stopped early, hung or the log is truncated",
+            i,
+        )
+    if short:
+        # nodes without step lines are fine when another node logged them all (some logs carry rank 0 only)
+        i, x = short[0]
+        if x is not None:
+            return RunOutcome.FAILED, f"node {i} log ends at step {x} of {total_steps}", i
+    return RunOutcome.COMPLETE, reason, root_cause_node
+
+
+__all__ = ["decide_outcome"]

@@ -1,0 +1,372 @@
+"""Stalls: steps whose host interval is far outside the run's own distribution, and what they overlap.
+
+MaxText's per-step ``seconds`` is host time between two dispatches, so everything that blocks the
+training loop (an async checkpoint's device-to-host copy, a storage hang, a preempted or swapping
+host, a SIGSTOP) lands in one step's interval. The step line may be written late, in a burst with its
+neighbours, so where it sits in the log says nothing; the time does.
+
+The rule, per node (``find_stalls``):
+
+* Judged steps: train steps with finite, positive ``seconds``, minus warm-up (step numbers below
+  ``warmup`` and the first ``warmup`` timed steps, as the steady-state window does), first record of
+  a step number only. Rampup steps (smaller batches) and profiler boundaries are not judged.
+* Baseline: the median ``m`` of the judged steps' seconds and their scaled median absolute deviation
+  ``s = 1.4826 * MAD`` (both robust: up to half the steps may be stalls).
+* A judged step is a stall when ``seconds > T`` with
+  ``T = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)``:
+  6 robust sigmas, at least 3x the median, and at least one second lost. The ratio floor keeps a
+  tight distribution (MAD near 0, as on a GPU) from flagging a 10 % blip; the second floor keeps the
+  scheduler hiccups of a busy CPU (tens to hundreds of milliseconds on 20 ms steps) from counting.
+  With lognormal jitter of CV 30 %, T is about 3x the median: one step in 10,000 crosses it.
+* Fewer than ``MIN_BASELINE_STEPS`` (3) judged steps: no baseline, nothing is flagged (a 6-step run
+  keeps 3; a median of 3 still stands one stall).
+* Log gaps: where step lines carry times (``StepEvent.timestamp``, or the line clock of
+  ``judge.clock``), the wall gap between two consecutive judged step lines is held to the same ``T``.
+  A gap above it with no stall by ``seconds`` among the steps from one before to ``LINE_LAG`` (3)
+  after it (a line is written after its step's interval ends, by up to three steps on a loaded host)
+  is time outside MaxText's step timer (the last step line is not held to it: it is written after
+  the loop ends, behind the final checkpoint); it is listed as a stall of that step's line with
+  source ``log gap``.
+
+Cost: two sorts of the judged seconds, O(n log n), and the attribution in O(log n) per stall;
+``benchmarks/stalls.py`` times 100,000 steps.
+
+Attribution (``Stall.cause``): each stall's wall interval is estimated on the log's clock. A stall holds
+back the step lines written after it: the largest gap between the lines of the steps from ``LINE_LAG``
+before to one after it, when at least half the stall, ends where the stall ends, so the stall is ``[gap
+end - seconds, gap end]``. Without such a gap it is ``[E - seconds, E]``, with ``E`` the running sum of
+logged seconds plus the median offset between the step lines' times and that sum over the neighbouring
+steps. It is matched to the background intervals (``background_intervals``: checkpoint saves from their
+first line to orbax's "Finished save (blocking + background)", waits for a previous save, evals,
+restores, profiler windows) with a slack of two median steps; the largest overlap wins. When the log has
+no times, a stall at step S+0..2 of an interval that names step S is matched by number (as the window
+does) and says so. Otherwise the stall is "unexplained".
+
+Figures (``StallReport``): ``stall_count``; ``stall_seconds`` = sum over stalls of (seconds - median),
+the time lost; ``longest_stall_seconds`` = the largest of those; ``wall_seconds`` = sum of the judged
+steps' seconds plus the log gaps' time the step timer did not see (the wall time from the end of the
+last warm-up step to the end of the last step: MaxText's host intervals tile the wall clock);
+``goodput_pct(s)`` = 100 * judged steps * s / wall_seconds, where ``s`` is the steady-state step time
+(by default the mean of the judged steps that are not stalls).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate
+from typing import Literal
+
+from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.judge.background import Interval, background_intervals
+
+__all__ = [
+    "Interval",
+    "RunStalls",
+    "Stall",
+    "StallReport",
+    "background_intervals",
+    "find_stalls",
+    "judged_steps",
+    "run_stalls",
+    "threshold",
+]
+
+STALL_RATIO = 3.0
+STALL_MAD_K = 6.0
+STALL_MIN_EXCESS_S = 1.0
+MIN_BASELINE_STEPS = 3
+MAD_SCALE = 1.4826  # MAD -> standard deviation for normal data
+ANCHOR_NEIGHBOURS = 16  # steps each side whose clock offset anchors a stall's wall interval
+# How many steps a step line may be written after its step's interval ends: MaxText buffers one step's
+# metrics and the host runs ahead of the device (3 seen on a loaded CPU: a pause after step 100's line
+# landed in step 103's seconds).
+LINE_LAG = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    step: int
+    seconds: float  # the logged interval (for a log gap: the gap between the step lines)
+    median: float  # the run's median step seconds
+    line: int
+    source: Literal["seconds", "log gap"] = "seconds"
+    start: float | None = None  # estimated wall interval on the log's clock
+    end: float | None = None
+    cause: Interval | None = None
+    by_step_number: bool = False  # matched by step number (no times in the log)
+
+    @property
+    def excess(self) -> float:
+        """Seconds lost beyond a median step."""
+        return self.seconds - self.median
+
+    @property
+    def attribution(self) -> str:
+        if self.cause is None:
+            return "unexplained"
+        how = " (by step number: the log has no times)" if self.by_step_number else ""
+        return f"{'near' if self.by_step_number else 'during'} {self.cause.label}{how}"
+
+    @property
+    def reason(self) -> str:
+        """The stall in one line, e.g. `step 7: 22.7 s, during the async save of step 0 (...)`."""
+        what = "log gap of" if self.source == "log gap" else ""
+        return f"step {self.step}: {what}{' ' if what else ''}{_secs(self.seconds)}, {self.attribution}"
+
+
+@dataclass(frozen=True, slots=True)
+class StallReport:
+    stalls: tuple[Stall, ...]
+    judged_steps: int
+    steady_steps: tuple[int, ...]  # judged steps that are not stalls, in log order
+    median_seconds: float | None  # None: too few judged steps for a baseline
+    threshold_seconds: float | None
+    wall_seconds: float
+    steady_step_seconds: float | None  # mean seconds of steady_steps
+
+    @property
+    def stall_count(self) -> int:
+        return len(self.stalls)
+
+    @property
+    def stall_seconds(self) -> float:
+        return sum(s.excess for s in self.stalls)
+
+    @property
+    def longest_stall_seconds(self) -> float:
+        return max((s.excess for s in self.stalls), default=0.0)
+
+    def goodput_pct(self, steady_step_seconds: float | None = None) -> float | None:
+        """100 * judged steps * steady step time / wall_seconds; None without steps or a step time."""
+        s = self.steady_step_seconds if steady_step_seconds is None else steady_step_seconds
+        if s is None or self.wall_seconds <= 0 or not self.judged_steps:
+            return None
+        return 100.0 * self.judged_steps * s / self.wall_seconds
+
+    def exclusions(self) -> dict[int, str]:
+        """{step: reason} for the steady-state window (seconds stalls only: a log gap's step kept its
+        own seconds)."""
+        return {
+            s.step: f"stall: {_secs(s.seconds)} against a median of {_secs(s.median)}, {s.attribution}"
+            for s in self.stalls
+            if s.source == "seconds"
+        }
+
+
+def _secs(x: float) -> str:
+    return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
+
+
+def _time(ev: StepEvent, clock: Mapping[int, float] | None) -> float | None:
+    if clock is not None:
+        t = clock.get(ev.line)
+        if t is not None:
+            return t
+    return ev.timestamp
+
+
+def _times(steps: Sequence[StepEvent], clock: Mapping[int, float] | None) -> list[float | None]:
+    if clock is None:
+        return [e.timestamp for e in steps]
+    get = clock.get
+    return [get(e.line, e.timestamp) for e in steps]
+
+
+def judged_steps(steps: Sequence[StepEvent], warmup: int = 3) -> list[StepEvent]:
+    """Timed train steps after warm-up, first record of each step number, in log order."""
+    timed = [
+        e
+        for e in steps
+        if e.kind is StepKind.TRAIN and e.seconds is not None and math.isfinite(e.seconds) and e.seconds > 0
+    ]
+    out: list[StepEvent] = []
+    seen: set[int] = set()
+    for i, e in enumerate(timed):
+        if e.step < warmup or i < warmup or e.step in seen:
+            continue
+        seen.add(e.step)
+        out.append(e)
+    return out
+
+
+def threshold(seconds: Sequence[float]) -> tuple[float, float] | None:
+    """(median, stall threshold) of a series of step seconds, or None below MIN_BASELINE_STEPS."""
+    if len(seconds) < MIN_BASELINE_STEPS:
+        return None
+    m = statistics.median(seconds)
+    s = MAD_SCALE * statistics.median([abs(x - m) for x in seconds])
+    return m, max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
+
+
+def find_stalls(
+    steps: Sequence[StepEvent],
+    background: Sequence[Interval] = (),
+    *,
+    clock: Mapping[int, float] | None = None,
+    warmup: int = 3,
+) -> StallReport:
+    """The stalls of one node's steps (log order), attributed to ``background``. ``clock`` maps a line
+    to its time (``judge.clock.line_clock``); without it the events' own timestamps are used."""
+    judged = judged_steps(steps, warmup)
+    secs = [e.seconds or 0.0 for e in judged]
+    wall = sum(secs)
+    base = threshold(secs)
+    if base is None:
+        mean = wall / len(judged) if judged else None
+        steps_t = tuple(e.step for e in judged)
+        return StallReport((), len(judged), steps_t, None, None, wall, mean)
+    m, limit = base
+    flagged = [i for i, x in enumerate(secs) if x > limit]
+    stalls = [Stall(judged[i].step, secs[i], m, judged[i].line) for i in flagged]
+    times = _times(judged, clock)
+    flagged_set = set(flagged)
+    # the last line is written after the loop ends (final checkpoint wait, metric flush): not a step gap
+    for i in range(1, len(judged) - 1):
+        t0, t1 = times[i - 1], times[i]
+        if t0 is None or t1 is None or t1 - t0 <= limit:
+            continue
+        if flagged_set.intersection(range(i - 1, i + LINE_LAG + 1)):
+            continue  # the gap is a seconds stall: a step line is written up to LINE_LAG steps late
+        stalls.append(Stall(judged[i].step, t1 - t0, m, judged[i].line, "log gap", t0, t1))
+        wall += t1 - t0 - secs[i]
+    stalls.sort(key=lambda s: s.line)
+    stalls = _place(stalls, steps, clock, m)
+    timeline = _Timeline(background)
+    stalls = [_attribute(s, timeline, 2.0 * m) for s in stalls]
+    stalled = {s.step for s in stalls if s.source == "seconds"}
+    steady = [e for e in judged if e.step not in stalled]
+    mean = sum(e.seconds or 0.0 for e in steady) / len(steady) if steady else None
+    return StallReport(tuple(stalls), len(judged), tuple(e.step for e in steady), m, limit, wall, mean)
+
+
+def _place(
+    stalls: list[Stall], steps: Sequence[StepEvent], clock: Mapping[int, float] | None, median: float
+) -> list[Stall]:
+    """Wall intervals of the seconds stalls. A stall holds back the step lines written after it, so it
+    opens a gap in their times, followed by a burst: the largest gap between the lines of the steps
+    from LINE_LAG before to one after the stall, when it is at least half the stall, ends where the
+    stall ends. Otherwise the running sum of logged seconds, anchored to the step lines' times by the
+    median offset over the neighbouring steps that are not stalls (late by the lines' lag)."""
+    if not stalls:
+        return stalls
+    timed = [
+        e
+        for e in steps
+        if e.kind is not StepKind.PROFILER and e.seconds is not None and math.isfinite(e.seconds)
+    ]
+    wanted = {(s.line, s.step) for s in stalls if s.source == "seconds"}
+    index: dict[tuple[int, int], int] = {}
+    for n, e in enumerate(timed):
+        if (e.line, e.step) in wanted:
+            index.setdefault((e.line, e.step), n)  # the first record of a step, as judged
+    cum = list(accumulate(max(e.seconds or 0.0, 0.0) for e in timed))
+    times: dict[int, float | None] = {}  # only the steps around a stall
+
+    def time_at(k: int) -> float | None:
+        if k not in times:
+            times[k] = _time(timed[k], clock)
+        return times[k]
+
+    limit = max(STALL_RATIO * median, median + STALL_MIN_EXCESS_S)
+    out: list[Stall] = []
+    for s in stalls:
+        k = index.get((s.line, s.step))
+        if s.source != "seconds" or k is None:
+            out.append(s)
+            continue
+        gap, gap_end = 0.0, None
+        for i in range(max(1, k - LINE_LAG), min(len(timed), k + 2)):
+            t0, t1 = time_at(i - 1), time_at(i)
+            if t0 is not None and t1 is not None and t1 - t0 > gap:
+                gap, gap_end = t1 - t0, t1
+        if gap_end is not None and gap >= 0.5 * s.seconds:
+            out.append(replace(s, start=gap_end - s.seconds, end=gap_end))
+            continue
+        lo, hi = max(0, k - ANCHOR_NEIGHBOURS), min(len(timed), k + ANCHOR_NEIGHBOURS + 1)
+        offsets = [
+            t - cum[j]
+            for j in range(lo, hi)
+            if (t := time_at(j)) is not None and (timed[j].seconds or 0.0) <= limit
+        ]
+        if not offsets:
+            out.append(s)
+            continue
+        end = cum[k] + statistics.median(offsets)
+        out.append(replace(s, start=end - s.seconds, end=end))
+    return out
+
+
+class _Timeline:
+    """Timed intervals sorted by start, for overlap queries in O(log n + hits)."""
+
+    def __init__(self, background: Sequence[Interval]) -> None:
+        self.timed = sorted(
+            (iv for iv in background if iv.start is not None and iv.end is not None),
+            key=lambda iv: iv.start or 0.0,
+        )
+        self.starts = [iv.start or 0.0 for iv in self.timed]
+        self.reach: list[float] = []  # running max of the ends
+        top = -math.inf
+        for iv in self.timed:
+            top = max(top, iv.end or 0.0)
+            self.reach.append(top)
+        self.by_step = [iv for iv in background if iv.step is not None]
+
+    def best(self, start: float, end: float, slack: float) -> Interval | None:
+        best: Interval | None = None
+        best_overlap = -math.inf
+        j = bisect_right(self.starts, end + slack) - 1
+        while j >= 0 and self.reach[j] + slack >= start:
+            iv = self.timed[j]
+            overlap = min(end, (iv.end or 0.0) + slack) - max(start, (iv.start or 0.0) - slack)
+            if overlap >= 0 and overlap >= best_overlap:  # ties: the earlier interval
+                best, best_overlap = iv, overlap
+            j -= 1
+        return best
+
+
+def _attribute(s: Stall, line: _Timeline, slack: float) -> Stall:
+    """The background interval the stall overlaps most on the clock; by step number without times."""
+    if s.start is not None and s.end is not None and line.timed:
+        best = line.best(s.start, s.end, slack)
+        return s if best is None else replace(s, cause=best)
+    # no times: the window's rule, the work of step S lands in the intervals of S..S+2
+    near = [iv for iv in line.by_step if 0 <= s.step - (iv.step or 0) <= 2]
+    if near:
+        return replace(s, cause=min(near, key=lambda iv: s.step - (iv.step or 0)), by_step_number=True)
+    return s
+
+
+@dataclass(frozen=True, slots=True)
+class RunStalls:
+    """The run's stall figures from every node's report (see docs/metrics.md, "Stalls and goodput")."""
+
+    stall_count: int  # distinct stalled step numbers over the nodes
+    stall_seconds: float  # per stalled step, the largest excess over the nodes; summed
+    longest_stall_seconds: float
+    goodput_pct: float | None  # the lowest node goodput
+    stalls: tuple[tuple[int, Stall], ...]  # (rank, stall), by step then rank
+
+
+def run_stalls(reports: Sequence[StallReport], steady_step_seconds: float | None = None) -> RunStalls:
+    """Combine the nodes' reports (index = rank). ``steady_step_seconds``: the window's step time
+    (``training.step_time_seconds``); None uses each node's own steady mean."""
+    worst: dict[int, float] = {}
+    listed: list[tuple[int, Stall]] = []
+    for rank, rep in enumerate(reports):
+        for s in rep.stalls:
+            worst[s.step] = max(worst.get(s.step, 0.0), s.excess)
+            listed.append((rank, s))
+    goodputs = [g for rep in reports if (g := rep.goodput_pct(steady_step_seconds)) is not None]
+    listed.sort(key=lambda rs: (rs[1].step, rs[0]))
+    return RunStalls(
+        stall_count=len(worst),
+        stall_seconds=sum(worst.values()),
+        longest_stall_seconds=max(worst.values(), default=0.0),
+        goodput_pct=min(goodputs) if goodputs else None,
+        stalls=tuple(listed),
+    )

@@ -1,0 +1,268 @@
+"""Judging a run from its logs on disk (what ``cvs-tui analyze`` does): find the node logs, take the run
+folder's plan.json or build a plan from the config, parse each log and judge every run through the same
+:func:`~cvs_tui.core.judge.finalize_run` a live run uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cvs_tui.core.cluster import local_cluster
+from cvs_tui.core.config.loader import LoadedConfig
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
+from cvs_tui.core.judge import base_results, finalize_run, judge_checkpoint_resume
+from cvs_tui.core.judge.verdicts import FAIL
+from cvs_tui.core.parse.metrics_file import parse_metrics_file
+from cvs_tui.core.plan import Plan, PlannedRun, build_plan
+from cvs_tui.core.results import Results, RunRecord, StageRecord
+
+# MaxText's metrics_file next to a node log: `node0.log` -> `node0.metrics.jsonl`
+METRICS_FILE_SUFFIX = ".metrics.jsonl"
+# a 3-decimal log loss and the full-precision value agree within half a unit of the last digit
+_PRINTED_HALF_UNIT = 5e-4 + 1e-9
+
+
+def with_full_precision_losses(
+    events: Sequence[LogEvent], steps: Sequence[MetricsFileStep]
+) -> list[LogEvent]:
+    """Train steps take their loss from MaxText's metrics file (full precision) where the two agree with
+    the 3-decimal log line; a step whose values disagree keeps the logged loss (the files are not of the
+    same run). NaN/Inf stay as logged."""
+    full = {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
+    if not full:
+        return list(events)
+    out: list[LogEvent] = []
+    for ev in events:
+        if isinstance(ev, StepEvent) and ev.kind is StepKind.TRAIN and math.isfinite(ev.loss):
+            exact = full.get(ev.step)
+            if exact is not None and abs(exact - ev.loss) <= _PRINTED_HALF_UNIT:
+                ev = dataclasses.replace(ev, loss=exact)
+        out.append(ev)
+    return out
+
+
+def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[list[LogEvent], int]:
+    """Every event of one node log, read in chunks, and its line count. When MaxText's metrics file sits
+    next to the log (`<name>.metrics.jsonl`), train-step losses come from it at full precision."""
+    from cvs_tui.core.parse.parser import NodeLogParser
+
+    parser = NodeLogParser(error_patterns=error_patterns)
+    events: list[LogEvent] = []
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                events += parser.feed(chunk)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
+    events += parser.finish()
+    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
+    if metrics_file.is_file():
+        try:
+            events = with_full_precision_losses(events, parse_metrics_file(metrics_file))
+        except OSError as exc:
+            raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
+    return events, parser.lines_seen
+
+
+def analyze_node_logs(
+    run: PlannedRun,
+    node_logs: Sequence[Path],
+    *,
+    error_patterns: dict[str, str] | None,
+    hosts: Sequence[str] | None = None,
+) -> RunRecord:
+    """Judge a finished (or crashed) run from its node logs on disk, index = rank."""
+    parsed = [parse_log_file(Path(p), error_patterns) for p in node_logs]
+    return finalize_run(
+        run,
+        [evs for evs, _ in parsed],
+        hosts=hosts,
+        node_logs=[Path(p) for p in node_logs],
+        node_lines=[n for _, n in parsed],
+    )
+
+
+_NODE_LOG = re.compile(r"node(\d+)\.log$")
+
+
+def _logs_in_folder(folder: Path) -> list[Path]:
+    ranked = [
+        (int(m.group(1)), p) for p in folder.iterdir() if p.is_file() and (m := _NODE_LOG.fullmatch(p.name))
+    ]
+    if ranked:
+        return [p for _, p in sorted(ranked)]
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".log")
+
+
+def _is_run_folder(ps: Sequence[Path]) -> bool:
+    return len(ps) == 1 and ps[0].is_dir() and (ps[0] / "logs").is_dir()
+
+
+def planned_run(plan: Plan, run_key: str) -> PlannedRun:
+    """The plan's run named by ``run_key``: its key (SMOKE, CKPT-1, a sweep key) or its slug (CKPT_1)."""
+    for r in plan.runs:
+        if run_key in (r.key, r.slug):
+            return r
+    raise UserError(f"--run {run_key!r}: no such run; pick one of {[r.key for r in plan.runs]}")
+
+
+def resolve_log_inputs(
+    plan: Plan, paths: Sequence[str | Path], run_key: str | None
+) -> list[tuple[str, list[Path]]]:
+    """(run key, node logs in rank order) for each run the inputs hold. See `cvs-tui analyze --help`."""
+    ps = [Path(p) for p in paths]
+    if not ps:
+        raise UserError("--logs: give one log per node, a folder of node logs, or a cvs-tui run folder")
+    missing = [str(p) for p in ps if not p.exists()]
+    if missing:
+        raise UserError([f"--logs: {m}: no such file or folder" for m in missing])
+    if _is_run_folder(ps):
+        return _run_folder_inputs(plan, ps[0], run_key)
+    if len(ps) == 1 and ps[0].is_dir():
+        logs = _logs_in_folder(ps[0])
+        if not logs:
+            raise UserError(f"--logs: {ps[0]} holds no *.log file (expected node<rank>.log, one per node)")
+    else:
+        dirs = [str(p) for p in ps if p.is_dir()]
+        if dirs:
+            raise UserError(f"--logs: {dirs[0]} is a folder; give either one folder or one log file per node")
+        logs = ps
+    if run_key is None:
+        sweeps = [r.key for r in plan.runs if r.kind == "sweep"]
+        if len(sweeps) != 1:
+            raise UserError(
+                f"--run: the config selects {len(sweeps)} runs; name the one these logs belong to with "
+                f"--run KEY (one of {[r.key for r in plan.runs]})"
+            )
+        run_key = sweeps[0]
+    return [(planned_run(plan, run_key).key, logs)]
+
+
+def _run_folder_inputs(plan: Plan, folder: Path, run_key: str | None) -> list[tuple[str, list[Path]]]:
+    mapping = {r.slug: r.key for r in plan.runs}
+    out: list[tuple[str, list[Path]]] = []
+    problems: list[str] = []
+    for sub in sorted(d for d in (folder / "logs").iterdir() if d.is_dir()):
+        key = mapping.get(sub.name)
+        if key is None:
+            problems.append(
+                f"--logs: {sub}: no run of {plan.config_path} has slug {sub.name!r} "
+                f"(known: {sorted(mapping)}); use the config the run was made with"
+            )
+            continue
+        logs = _logs_in_folder(sub)
+        if logs:
+            out.append((key, logs))
+    if problems:
+        raise UserError(problems)
+    if run_key is not None:
+        want = planned_run(plan, run_key).key
+        out = [(k, logs) for k, logs in out if k == want]
+        if not out:
+            raise UserError(f"--run {run_key!r}: the run folder {folder} holds no logs for that run")
+    order = {r.key: i for i, r in enumerate(plan.runs)}  # the plan's order: SMOKE first
+    out.sort(key=lambda kv: order.get(kv[0], len(order)))
+    if not out:
+        raise UserError(f"--logs: {folder}/logs holds no node logs (logs/<run slug>/node<rank>.log)")
+    return out
+
+
+def read_plan(folder: Path) -> Plan | None:
+    """A run folder's plan.json, when it holds a whole plan of this version (secrets in it are masked)."""
+    try:
+        return Plan.model_validate(json.loads((folder / "plan.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def _node_count(ps: Sequence[Path]) -> int:
+    """How many nodes the logs are of (the most over the runs of a run folder); errors come later."""
+    if _is_run_folder(ps):
+        subs = [d for d in (ps[0] / "logs").iterdir() if d.is_dir()]
+        return max((len(_logs_in_folder(d)) for d in subs), default=1) or 1
+    if len(ps) == 1 and ps[0].is_dir():
+        return len(_logs_in_folder(ps[0])) or 1
+    return max(len(ps), 1)
+
+
+def plan_for(loaded: LoadedConfig, paths: Sequence[str | Path]) -> Plan:
+    """The plan to judge logs with: the run folder's plan.json when it has one, else the config's plan
+    for a local cluster of as many nodes as there are node logs."""
+    ps = [Path(p) for p in paths]
+    if _is_run_folder(ps) and (stored := read_plan(ps[0])) is not None:
+        return stored
+    folder = ps[0] if ps and ps[0].is_dir() else (ps[0].parent if ps else Path.cwd())
+    # a single-node config judges a multi-node log set as before; the node count only shapes the
+    # per-node env, which judging does not read
+    nodes = _node_count(ps) if loaded.mode == "distributed" else 1
+    return build_plan(loaded, local_cluster(nodes), out_dir=folder, run_id=folder.name or "analyze")
+
+
+def _plan_hosts(paths: Sequence[str | Path]) -> list[str] | None:
+    """Host names by rank from a run folder's plan.json, when there is a readable one."""
+    if len(paths) != 1:
+        return None
+    plan = Path(paths[0]) / "plan.json"
+    try:
+        nodes = json.loads(plan.read_text(encoding="utf-8"))["nodes"]
+        return [str(n["host"]) for n in sorted(nodes, key=lambda n: int(n["rank"]))]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def analyze_paths(
+    source: LoadedConfig | Plan, paths: Sequence[str | Path], run_key: str | None = None
+) -> Results:
+    """Results for every run found in ``paths`` (see resolve_log_inputs), judged against ``source``: a
+    plan, or a config (then the plan is :func:`plan_for` the paths)."""
+    plan = source if isinstance(source, Plan) else plan_for(source, paths)
+    inputs = resolve_log_inputs(plan, paths, run_key)
+    hosts = _plan_hosts(paths)
+    results = base_results(plan, source="analyze")
+    runs: dict[str, RunRecord] = {}
+    times: dict[str, tuple[float, float]] = {}
+    for key, logs in inputs:
+        t0 = time.time()
+        runs[key] = analyze_node_logs(
+            plan.run(key),
+            logs,
+            error_patterns=plan.error_patterns,
+            hosts=hosts if hosts and len(hosts) == len(logs) else None,
+        )
+        times[key] = (t0, time.time())
+    judge_checkpoint_resume(plan, runs)
+    for key, rec in runs.items():
+        fails = "; ".join(v.message for v in rec.verdicts if v.status == FAIL)
+        results.stages.append(
+            StageRecord(
+                name=f"analyze:{key}",
+                state="passed" if rec.status == "PASS" else "failed",
+                detail=rec.reason if rec.outcome != "complete" else fails[:300],
+                started_at=times[key][0],
+                ended_at=times[key][1],
+            )
+        )
+    results.runs = list(runs.values())
+    results.hosts = [n.host for n in results.runs[0].nodes] if results.runs else []
+    return results
+
+
+__all__ = [
+    "METRICS_FILE_SUFFIX",
+    "analyze_node_logs",
+    "analyze_paths",
+    "parse_log_file",
+    "plan_for",
+    "planned_run",
+    "read_plan",
+    "resolve_log_inputs",
+    "with_full_precision_losses",
+]

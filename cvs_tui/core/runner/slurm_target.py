@@ -1,0 +1,167 @@
+"""Where a ``--slurm`` run's nodes come from, and the plan that says so.
+
+Inside an allocation (``SLURM_JOB_ID``) the plan's nodes are its nodes in Slurm's node-list order
+(rank 0 = first, the JAX coordinator at its ``NodeAddr``). Outside one, ``--slurm-args`` names what
+``salloc --no-shell`` is given: ``plan`` shows that request and the rank map without allocating, a run
+requests the allocation before it plans (the coordinator's address is only known then) and releases it
+at the end, also on failure and Ctrl-C (:func:`release_owned`).
+
+Containers: the ``host`` runtime is the first target (the trainer runs in the job step). A Docker
+runtime under Slurm is refused with a one-line error for now; pyxis/enroot is not available here (see
+docs/config-format.md, "Containers under Slurm", for the proposed config shape).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+
+from cvs_tui.core.cluster import Cluster, Node, os_user
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan import Plan, PlannedSlurm, PlannedStage
+from cvs_tui.core.runner.slurm import (
+    Allocation,
+    SlurmClient,
+    SlurmError,
+    allocation_from_env,
+    parse_slurm_args,
+    release_allocation,
+    request_allocation,
+)
+from cvs_tui.core.runner.transport import CommandTimeout
+
+_NODES_FLAG = re.compile(r"^(?:-N|--nodes)(?:=?(.*))$")
+
+
+def requested_nodes(salloc_args: Sequence[str]) -> int:
+    """The node count in ``--slurm-args`` (``-N 2``, ``-N2``, ``--nodes=2``); UserError when absent."""
+    for i, a in enumerate(salloc_args):
+        m = _NODES_FLAG.match(a)
+        if not m:
+            continue
+        value = m.group(1) or (salloc_args[i + 1] if i + 1 < len(salloc_args) else "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+        raise UserError(f"--slurm-args: {a} {value}: give the node count as one number, e.g. -N 2")
+    raise UserError("--slurm-args: no node count; add -N <nodes>, e.g. --slurm-args '-N 2 -p debug'")
+
+
+def slurm_args_or_none(text: str | None, env: Mapping[str, str]) -> list[str] | None:
+    """salloc arguments when cvs-tui must request the allocation; None inside one (args then ignored:
+    UserError, as they would be silently dropped)."""
+    inside = bool(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"))
+    if inside:
+        if text:
+            raise UserError(
+                "--slurm-args: cvs-tui runs inside Slurm job "
+                f"{env.get('SLURM_JOB_ID') or env.get('SLURM_JOBID')} and uses its nodes; drop --slurm-args"
+            )
+        return None
+    if not text:
+        raise UserError(
+            "--slurm: not inside a Slurm allocation (no SLURM_JOB_ID); run under salloc or sbatch, "
+            "or pass --slurm-args '-N 2 ...' to request one"
+        )
+    args = parse_slurm_args(text)
+    requested_nodes(args)
+    return args
+
+
+async def node_addresses(client: SlurmClient, nodes: Sequence[str]) -> list[str]:
+    """Each node's ``NodeAddr`` (the JAX coordinator must be an address the other ranks reach)."""
+    out = await client.check(["scontrol", "show", "node", "-o", ",".join(nodes)])
+    addr: dict[str, str] = {}
+    for line in out.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "NodeName" in fields:
+            addr[fields["NodeName"]] = fields.get("NodeAddr") or fields["NodeName"]
+    return [addr.get(n, n) for n in nodes]
+
+
+async def allocate(
+    client: SlurmClient, env: Mapping[str, str], salloc_args: list[str] | None, timeout: float = 600.0
+) -> tuple[Allocation, list[str]]:
+    """The allocation to run in (requested when ``salloc_args`` is given) and its nodes' addresses.
+
+    A requested allocation is released again when reading the addresses fails."""
+    try:
+        if salloc_args is None:
+            alloc = await allocation_from_env(client, env)
+        else:
+            alloc = await request_allocation(client, salloc_args, timeout)
+    except (SlurmError, CommandTimeout) as exc:
+        raise UserError(f"--slurm: {exc}") from None
+    try:
+        return alloc, await node_addresses(client, alloc.nodes)
+    except BaseException:
+        await asyncio.shield(release_allocation(client, alloc))
+        raise
+
+
+def allocation_cluster(alloc: Allocation, addresses: Sequence[str], user: str | None = None) -> Cluster:
+    """The allocation's nodes as a cluster (host = NodeAddr, so rank 0's is the coordinator)."""
+    return Cluster(
+        nodes=[Node(host=a, rank=i) for i, a in enumerate(addresses)],
+        user=user or os_user(),
+        source=f"slurm job {alloc.job_id}",
+    )
+
+
+def pending_cluster(n: int, user: str | None = None) -> Cluster:
+    """``plan --slurm`` outside an allocation: ``n`` nodes not known yet."""
+    return Cluster(
+        nodes=[Node(host=f"<allocation node {i}>", rank=i) for i in range(n)],
+        user=user or os_user(),
+        source="slurm (to be requested)",
+    )
+
+
+def slurm_plan(plan: Plan, alloc: Allocation | None, salloc_args: Sequence[str] | None) -> Plan:
+    """``plan`` run through Slurm: launcher, allocation, and stage rows that say what applies."""
+    if plan.container_runtime != "host":
+        raise UserError(
+            f"{plan.config_path}: container.runtime.name {plan.container_runtime!r} is not supported with "
+            '--slurm yet; use {"name": "host"} (the trainer runs in the job step)'
+        )
+    sl = PlannedSlurm(
+        job_id=alloc.job_id if alloc else None,
+        nodes=list(alloc.nodes) if alloc else [],
+        salloc_args=list(salloc_args or []),
+        owned=alloc.owned if alloc else salloc_args is not None,
+    )
+    where = f"job {sl.job_id}" if sl.job_id else "the requested allocation"
+    rows = {
+        "preflight": PlannedStage(
+            name="preflight",
+            enabled=True,
+            reason=f"reach {len(plan.nodes)} node(s) in {where} through `srun --overlap` (no SSH); "
+            "check every node sees the run folder",
+        ),
+        "launch_container": PlannedStage(
+            name="launch_container",
+            enabled=False,
+            reason="runtime host under Slurm: no container, each rank runs in the run's job step",
+        ),
+        "teardown": PlannedStage(
+            name="teardown",
+            enabled=True,
+            reason=f"end the job steps in {where}"
+            + ("; release the allocation (scancel)" if sl.owned else "; the allocation stays"),
+        ),
+    }
+    stages = [
+        s if plan.preflight_errors and s.name == "preflight" else rows.get(s.name, s) for s in plan.stages
+    ]
+    return plan.model_copy(update={"launcher": "slurm", "slurm": sl, "stages": stages})
+
+
+async def release_owned(plan: Plan, client: SlurmClient) -> list[str]:
+    """Release the plan's allocation if cvs-tui requested it and it is still listed (idempotent)."""
+    sl = plan.slurm
+    if sl is None or not sl.owned or sl.job_id is None:
+        return []
+    q = await client.run(["squeue", "-h", "-j", sl.job_id, "-o", "%T"])
+    if q.rc != 0 or not q.out.strip():
+        return []
+    return await release_allocation(client, Allocation(sl.job_id, list(sl.nodes), owned=True))

@@ -1,0 +1,69 @@
+"""node_health: follow every node's kernel log and sample its GPUs from suite start to teardown.
+
+The work is :class:`~cvs_tui.core.runner.health_watch.HealthMonitor`'s (imported when the stage runs,
+so ``build_plan`` stays light); the suite stops it before teardown closes the connections.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from cvs_tui.core.events import StageState
+from cvs_tui.core.plan import PlannedStage
+from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+
+if TYPE_CHECKING:
+    from cvs_tui.core.runner.transport import Transport
+
+
+@runtime_checkable
+class HasHostTransports(Protocol):
+    """A launcher holding one connection per node's host (the nodes launcher): what health reads over."""
+
+    transports: list[Transport]
+
+
+class NodeHealthStage(Stage):
+    name = "node_health"
+
+    def plan(self, inp: PlanInput) -> list[PlannedStage]:
+        h = inp.loaded.config.health
+        cpu = bool(inp.runs) and all(
+            str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in inp.runs
+        )
+        tele = (
+            "telemetry off (hardware: cpu)"
+            if cpu
+            else f"GPU telemetry every {h.telemetry_interval_s or 5:g} s"
+        )
+        if h.kernel_log == "off":
+            why = f"kernel log off (every node not checked); {tele}"
+        else:
+            how = "with sudo -n" if h.kernel_log == "sudo" else "as the login user"
+            why = f"follow /dev/kmsg {how} on {len(inp.cluster.nodes)} node(s); {tele}"
+        return [PlannedStage(name=self.name, enabled=True, reason=why)]
+
+    async def run(self, ctx: StageContext) -> str | None:
+        from cvs_tui.core.runner.health_watch import HealthMonitor
+
+        ctx.stage(self.name, StageState.RUNNING)
+        la = ctx.launcher
+        hosts = [n.host for n in ctx.plan.nodes]
+        transports: list[Transport | None] = [None] * len(hosts)
+        if isinstance(la, HasHostTransports):
+            transports = [*la.transports, *transports][: len(hosts)]
+        mon = HealthMonitor(
+            hosts=hosts,
+            transports=transports,
+            access=ctx.plan.health_kernel_log,
+            telemetry_s=ctx.plan.health_telemetry_s,
+            emit=ctx.emit,
+            runs=ctx.runs,
+            no_transport=f"the {la.name} launcher gives no connection to the node's host",
+        )
+        ctx.runs.health_nodes = mon.node_health()
+        ctx.health = mon
+        detail = await mon.start()
+        # never a silent pass: an unread kernel log shows as not checked, the suite goes on
+        ctx.stage(self.name, StageState.PASSED, detail)
+        return None

@@ -1,0 +1,55 @@
+"""Small text formatters shared by the TUI and the headless console."""
+
+from __future__ import annotations
+
+from cvs_tui.core.events import NodeState, RunOutcome, StageState
+from cvs_tui.core.judge.format import format_number
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def fmt_float(value: float | None, digits: int = 3) -> str:
+    return format_number(value, "fixed", digits=digits, missing="-")
+
+
+def fmt_rate(value: float | None) -> str:
+    return format_number(value, "rate", missing="-")
+
+
+NODE_STATE_STYLE: dict[NodeState, str] = {
+    NodeState.WAITING: "dim",
+    NodeState.CONNECTING: "cyan",
+    NodeState.STARTING: "cyan",
+    NodeState.TRAINING: "green",
+    NodeState.DONE: "bold green",
+    NodeState.FAILED: "bold red",
+    NodeState.HUNG: "bold magenta",
+    NodeState.UNREACHABLE: "bold red",
+    NodeState.STOPPED: "yellow",
+}
+
+STAGE_MARK: dict[StageState, tuple[str, str, str]] = {
+    # state -> (unicode mark, ascii mark, style)
+    StageState.PENDING: ("·", ".", "dim"),
+    StageState.RUNNING: ("▶", ">", "bold cyan"),
+    StageState.PASSED: ("✔", "+", "green"),
+    StageState.FAILED: ("✘", "x", "bold red"),
+    StageState.SKIPPED: ("–", "-", "dim"),
+}
+
+OUTCOME_STYLE: dict[RunOutcome, str] = {
+    RunOutcome.COMPLETE: "green",
+    RunOutcome.FAILED: "bold red",
+    RunOutcome.HUNG: "bold magenta",
+    RunOutcome.INTERRUPTED: "yellow",
+    RunOutcome.SKIPPED: "dim",
+}
+
+VERDICT_STYLE: dict[str, str] = {"PASS": "bold green", "FAIL": "bold red", "RECORD": "cyan", "N/A": "dim"}

@@ -1,0 +1,37 @@
+"""Fixtures shared by the Textual tests: waiting for the event source to drain, and a still cursor."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from cvs_tui.tui.app import CvsApp
+
+Settle = Callable[[Pilot[object]], Awaitable[None]]
+
+
+async def _settle(pilot: Pilot[object]) -> None:
+    """Wait until the app's source is drained, then bring the screen up to date with it."""
+    app = pilot.app
+    assert isinstance(app, CvsApp)
+    for _ in range(400):
+        if app.source_done:
+            break
+        await pilot.pause(0.01)
+    assert app.source_done
+    app.refresh_now()
+    await pilot.pause()
+
+
+@pytest.fixture
+def settle() -> Settle:
+    return _settle
+
+
+@pytest.fixture
+def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blinking cursor would make screenshots depend on timing; put back after the test."""
+    monkeypatch.setattr(Input, "cursor_blink", False)
