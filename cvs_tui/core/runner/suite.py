@@ -174,6 +174,11 @@ class Suite:
             node_lines=lines,
             started_at=kept.started_at or time.time(),
             ended_at=kept.ended_at or time.time(),
+            # what only the live run could see (node health) is taken as recorded, and judged again
+            health={
+                m.name: m.value for m in kept.metrics if m.name.startswith("health.") and m.value is not None
+            }
+            or None,
         )
 
     def judge_checkpoint(self) -> None:
