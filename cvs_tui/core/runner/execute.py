@@ -111,13 +111,13 @@ class RunExecution:
         self.clock = clock
         self.job: Job | None = None
         self.active: list[int] = []
+        self.local_error: str | None = None  # a write to the run folder failed: the run must stop
+        self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
         # node health (set by the node_health stage): attribution windows, findings per run
         self.health_nodes: list[NodeHealth] | None = None
         self.windows: list[RunWindow] = []
         self._current: tuple[str, float, list[RankLog], dict[int, list[tuple[int, float]]]] | None = None
         self.health_findings: dict[str, list[HealthFinding]] = {}
-        self.local_error: str | None = None  # a write to the run folder failed: the run must stop
-        self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
 
     async def stop_active(self) -> None:
         if self.job is not None and self.active:
@@ -404,12 +404,6 @@ class RunExecution:
             ended_at=self.clock(),
             health=self._health_metrics(pr.key),
         )
-        root = verdict.root
-        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
-            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
-            # codes), so the watchdog's root cause and reason stand
-            rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
-            rec.reason, rec.root_cause_node = verdict.reason, root
         for r in ranks:
             if r.dropped_warnings and r.watch.rank < len(rec.nodes):
                 rec.nodes[r.watch.rank].warnings += r.dropped_warnings
@@ -417,6 +411,12 @@ class RunExecution:
                     f"node {r.watch.rank}: {r.dropped_warnings} more warning hits counted, not kept "
                     f"(the first {WARNINGS_KEPT} are)"
                 )
+        root = verdict.root
+        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
+            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
+            # codes), so the watchdog's root cause and reason stand
+            rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
+            rec.reason, rec.root_cause_node = verdict.reason, root
         for verdict_ev in judging.run_verdict_events(rec):
             self.emit(verdict_ev)
         self.emit(

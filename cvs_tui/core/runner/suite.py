@@ -68,8 +68,7 @@ class Suite:
         self.run_dir = run_dir
         self.bus = bus
         self.opt = options or RunOptions()
-        # first: nothing is touched in a folder another run owns
-        self._lock: IO[str] | None = _lock_run_folder(run_dir)
+        self._lock: IO[str] | None = _lock_run_folder(run_dir)  # first: nothing touched in a busy folder
         self.state = RunState()
         self.results: Results = judging.new_results(plan)
         self.records: dict[str, RunRecord] = {}
@@ -176,6 +175,11 @@ class Suite:
             node_lines=lines,
             started_at=kept.started_at or time.time(),
             ended_at=kept.ended_at or time.time(),
+            # what only the live run could see (node health) is taken as recorded, and judged again
+            health={
+                m.name: m.value for m in kept.metrics if m.name.startswith("health.") and m.value is not None
+            }
+            or None,
         )
 
     def judge_checkpoint(self) -> None:
@@ -259,8 +263,11 @@ class Suite:
     async def _finish(self) -> None:
         """The closing stages, each on its own (one failing does not stop the next); the suite's own
         verdict goes in before the reports are written."""
-        await self._stop_health()
         checked = False
+        try:
+            await self._stop_health()
+        except Exception as exc:
+            self._crashed(exc)
         for st in self.closing:
             if st.name == "report" and not checked:
                 self._settle_verdict()
@@ -280,17 +287,6 @@ class Suite:
             )
         )
 
-    async def _stop_health(self) -> None:
-        """Stop following kernel logs before teardown closes the connections; a fatal finding outside
-        any run fails the node_health stage (and so the suite)."""
-        if self.health is None:
-            return
-        outside = await self.health.stop()
-        if outside:
-            self.stage("node_health", StageState.FAILED, "; ".join(outside)[:400])
-        else:
-            self.save()
-
     def _settle_verdict(self) -> None:
         """Records, as a failed ``suite`` stage, anything that keeps the suite from passing that no stage
         or run reports already."""
@@ -309,6 +305,17 @@ class Suite:
             problems.append(f"{len(missing)} planned run(s) never judged: {', '.join(missing)}")
         if problems:
             self.stage(VERDICT_STAGE, StageState.FAILED, "; ".join(problems)[:1000])
+
+    async def _stop_health(self) -> None:
+        """Stop following kernel logs before teardown closes the connections; a fatal finding outside
+        any run fails the node_health stage (and so the suite)."""
+        if self.health is None:
+            return
+        outside = await self.health.stop()
+        if outside:
+            self.stage("node_health", StageState.FAILED, "; ".join(outside)[:400])
+        else:
+            self.save()
 
     def results_passed(self) -> bool:
         planned = {r.key for r in self.plan.runs}
