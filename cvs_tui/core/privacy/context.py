@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.run_folder import RunFolder
 
 # Account names every machine has: not private, and too common as words ("root_cause_node") to scrub.
 SYSTEM_USERS = frozenset(
@@ -337,9 +338,9 @@ def context_from_run_folder(
 ) -> PrivacyContext:
     """The denylist a run folder carries itself: plan.json's nodes, user, paths and container facts, and
     results.json's hosts."""
-    d = Path(run_dir)
-    plan = _read_json(d / "plan.json")
-    results = _read_json(d / "results.json")
+    folder = RunFolder(run_dir)
+    plan = _read_json(folder.plan_path)
+    results = _read_json(folder.results_path)
     ctx = build_context(plan=plan if isinstance(plan, dict) else None, environ=environ)
     if isinstance(results, dict):
         t = Terms()

@@ -149,7 +149,7 @@ class Suite:
     def _rejudge(self, run: PlannedRun, kept: RunRecord) -> RunRecord | None:
         """A kept run judged again from its logs in the run folder; None (run it again) when they are
         not all there for the plan's nodes."""
-        logs = [self.run_dir / "logs" / run.slug / f"node{n.rank}.log" for n in self.plan.nodes]
+        logs = [RunFolder(self.run_dir).logs_dir / run.slug / f"node{n.rank}.log" for n in self.plan.nodes]
         if len(kept.nodes) != len(logs) or not all(p.is_file() for p in logs):
             return None
         events: list[list[LogEvent]] = []
@@ -281,7 +281,7 @@ class Suite:
         self.emit(
             SuiteEndEvent(
                 passed=self.results_passed(),
-                results_path=str(self.run_dir / "results.json"),
+                results_path=str(RunFolder(self.run_dir).results_path),
                 report_path=str(self.run_dir / REPORT_FILES["html"]),
                 at=time.time(),
             )
@@ -347,7 +347,7 @@ def _detail(rec: RunRecord) -> str:
 
 def _completed_runs(run_dir: Path) -> dict[str, RunRecord]:
     """Runs of an earlier attempt that completed: candidates that --resume judges again from their logs."""
-    path = run_dir / "results.json"
+    path = RunFolder(run_dir).results_path
     if not path.exists():
         raise UserError(f"--resume {run_dir}: no results.json there; give a cvs-tui run folder")
     res = load_results(path)
