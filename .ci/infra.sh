@@ -4,7 +4,8 @@
 #   infra.sh up    install docker.io, busybox-static, openssh-server; start dockerd on a private socket,
 #                  import a busybox image, start one OpenSSH sshd per emulated node on a loopback
 #                  address (127.0.0.2:2222, 127.0.0.3:2222, ...) for the plain user `cvsnode`; write
-#                  $CVS_TEST_ROOT/env. Safe to run twice: whatever is already up is reused.
+#                  $CVS_TEST_ROOT/env. A second node user `cvsnode2` (same key) for tests that log nodes in
+#                  as different users. Safe to run twice: whatever is already up is reused.
 #                  Also a local image registry (Debian's docker-registry, distribution 2.8) on
 #                  127.0.0.9:5000, for tests that pull a missing image during a run.
 #   infra.sh down  stop exactly what `up` started (by the PIDs it recorded), unmount and remove its state.
@@ -17,6 +18,9 @@ R=${CVS_TEST_ROOT:-/tmp/cvs-ci}
 NODE_COUNT=${CVS_TEST_NODE_COUNT:-2}
 PORT=${CVS_TEST_SSH_PORT:-2222}
 TUSER=cvsnode
+# A second node user (same key, same docker group): the node-health tests log one node in as each, so
+# kernel-log access (a sudoers rule) can differ per node although both nodes share this kernel.
+TUSER2=cvsnode2
 IMAGE=cvs-test/busybox:latest
 SOCK=$R/docker.sock
 REGISTRY_ADDR=${CVS_TEST_REGISTRY_ADDR:-127.0.0.9:5000}
@@ -50,6 +54,8 @@ install_packages() {
   # sudo: the node-health tests let the node user read /dev/kmsg with `sudo -n` (they add and remove
   # their own sudoers rule, tests/_health_kmsg.py)
   command -v sudo >/dev/null || missing+=(sudo)
+  # setfacl: a run folder both node users write (tests/test_health_live.py, one node per user)
+  command -v setfacl >/dev/null || missing+=(acl)
   [ ${#missing[@]} -eq 0 ] && return 0
   # Without policy-rc.d, installing docker.io would start a default dockerd that rewrites iptables.
   [ -e /usr/sbin/policy-rc.d ] || {
@@ -119,6 +125,13 @@ setup_user_and_keys() {
   # '*' = no password but not locked (sshd refuses locked accounts even for key auth)
   usermod -p '*' -d "$R/home" -a -G docker "$TUSER"
   chown "$TUSER:" "$R/home"
+  mkdir -p "$R/home2"
+  if ! id "$TUSER2" >/dev/null 2>&1; then
+    useradd -M -d "$R/home2" -s /bin/bash -G docker "$TUSER2"
+    touch "$R/created-user2"
+  fi
+  usermod -p '*' -d "$R/home2" -a -G docker "$TUSER2"
+  chown "$TUSER2:" "$R/home2"
   mkdir -p /run/sshd && chmod 755 /run/sshd # privilege-separation dir, compiled-in path
   # A wrong key for the same hosts, for tests of host-key rejection.
   [ -f "$R/ssh/wrong_host_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$R/ssh/wrong_host_key" -C cvs-wrong
@@ -179,6 +192,7 @@ export CVS_TEST_ROOT=$R
 export DOCKER_HOST=unix://$SOCK
 export CVS_TEST_IMAGE=$IMAGE
 export CVS_TEST_SSH_USER=$TUSER
+export CVS_TEST_USER2=$TUSER2
 export CVS_TEST_SSH_KEY=$R/ssh/client_key
 export CVS_TEST_SSH_KNOWN_HOSTS=$R/ssh/known_hosts
 export CVS_TEST_SSH_WRONG_KNOWN_HOSTS=$R/ssh/known_hosts.wrong
@@ -219,10 +233,14 @@ down() {
     userdel "$TUSER" 2>/dev/null
     rm -f "$R/created-user"
   fi
+  if [ -e "$R/created-user2" ]; then
+    userdel "$TUSER2" 2>/dev/null
+    rm -f "$R/created-user2"
+  fi
   if [ -e "$R/created-policy-rc.d" ]; then
     rm -f /usr/sbin/policy-rc.d "$R/created-policy-rc.d"
   fi
-  rm -rf "$R/docker-data" "$R/docker-exec" "$R/bbroot" "$SOCK" "$R/ssh" "$R/home" "$R/env" "$R/dockerd.log" \
+  rm -rf "$R/docker-data" "$R/docker-exec" "$R/bbroot" "$SOCK" "$R/ssh" "$R/home" "$R/home2" "$R/env" "$R/dockerd.log" \
     "$R/registry-data" "$R/registry.yml" "$R/registry.log"
   rmdir "$R" 2>/dev/null
   echo "infra down"

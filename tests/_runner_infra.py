@@ -37,6 +37,7 @@ class Infra:
     nodes: list[str]
     remote_docker_sock: str
     scratch: str  # a folder on every node the test user can write (and root can read)
+    user2: str | None = None  # a second node user with the same key (None: infra from before it existed)
 
 
 def load_infra() -> Infra | None:
@@ -59,6 +60,7 @@ def load_infra() -> Infra | None:
         nodes=env["CVS_TEST_NODES"].split(),
         remote_docker_sock=env["CVS_TEST_REMOTE_DOCKER_SOCK"],
         scratch=env["CVS_TEST_NODE_SCRATCH"],
+        user2=env.get("CVS_TEST_USER2"),
     )
 
 
