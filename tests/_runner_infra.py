@@ -45,7 +45,7 @@ def load_infra() -> Infra | None:
         return None
     env: dict[str, str] = {}
     for line in ENV_FILE.read_text().splitlines():
-        m = re.match(r"^export ([A-Z_]+)=(.*)$", line.strip())
+        m = re.match(r"^export ([A-Z0-9_]+)=(.*)$", line.strip())
         if m:
             env[m.group(1)] = " ".join(shlex.split(m.group(2)))
     return Infra(

@@ -143,3 +143,20 @@ def test_local_cluster_default() -> None:
     c = local_cluster()
     assert len(c.nodes) == 1 and c.nodes[0].local and c.source == "local" and c.user == getpass.getuser()
     assert len(local_cluster(3).nodes) == 3
+
+
+def test_node_dict_user_per_node_reaches_the_ssh_transport(tmp_path: Path, key: Path) -> None:
+    """A node_dict entry's own `username` is the SSH login for that node; the others use the root one."""
+    from cvs_tui.core.runner.transport import SSHTransport, transport_for
+
+    data = {
+        "username": "alice",
+        "priv_key_file": str(key),
+        "node_dict": {"10.0.0.1": {}, "10.0.0.2": {"username": "bob"}},
+    }
+    c = load_cluster(write(tmp_path, data))
+    assert [n.user for n in c.nodes] == ["alice", "bob"]
+    ts = [transport_for(n, user=c.user, verify_host_keys=False) for n in c.nodes]
+    assert all(isinstance(t, SSHTransport) for t in ts)
+    # what asyncssh is given as the login
+    assert [t._options()["username"] for t in ts if isinstance(t, SSHTransport)] == ["alice", "bob"]

@@ -13,6 +13,10 @@ line first as the root cause (the race the test cannot steer). The test therefor
 cause is a node that really saw the line, that the reason is that line's, that both nodes are FAIL, and
 that the run and step are attributed. On real clusters each node has its own kernel and the
 attribution is the node's.
+
+That the RIGHT node is blamed is shown by test_injected_gpu_reset_blames_the_node_that_read_it: there
+the nodes log in as different users and only node 1's user may read the kernel log, so only node 1 can
+see the line, and the run must name node 1 while node 0 stays ``not checked``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -133,6 +138,8 @@ def _latency(rec: Recorder, tag: str, written: float) -> dict[str, float]:
 @needs_kmsg_writer
 @infra_only
 def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
+    """Shared kernel: both nodes read the line, so this cannot show which node is blamed (see the module
+    docstring); test_injected_gpu_reset_blames_the_node_that_read_it shows that with per-node access."""
     s = health_setup(tmp_path, access="sudo", smi=True, env={"CVS_STANDIN_STEP_SLEEP": "0.5"})
     s_cfg = json.loads(s.config.read_text())
     s_cfg["sweeps"][SWEEP]["steps"] = 400
@@ -220,5 +227,82 @@ def test_plain_access_is_not_checked_everywhere(tmp_path: Path) -> None:
         assert "not checked" in (s.out / "summary.md").read_text()
         # the same events drive the TUI: its node table shows the state (see test_tui_health.py)
         assert os.path.exists(s.out / "events.jsonl")
+    finally:
+        remove_scratch_tree(s)
+
+
+def _per_user_setup(tmp_path: Path, user2: str) -> Setup:
+    """Node 0 logs in as the infra user, node 1 as ``user2`` (per-node users in the cluster file)."""
+    s = health_setup(tmp_path, access="sudo", env={"CVS_STANDIN_STEP_SLEEP": "0.5"})
+    cfg = json.loads(s.config.read_text())
+    cfg["sweeps"][SWEEP]["steps"] = 400
+    s.config.write_text(json.dumps(cfg, indent=2))
+    cl = json.loads(s.cluster.read_text())
+    h0, h1 = cl.pop("nodes")
+    cl["node_dict"] = {h0: {}, h1: {"username": user2}}
+    s.cluster.write_text(json.dumps(cl))
+    # one shared folder, two node users: a default ACL lets each write what the other created (on a real
+    # cluster the shared file system's group permissions do this)
+    acl = f"u:{infra().user}:rwx,u:{user2}:rwx,d:u:{infra().user}:rwx,d:u:{user2}:rwx"
+    subprocess.run(["setfacl", "-R", "-m", acl, str(s.root)], check=True, capture_output=True)
+    return s
+
+
+@needs_kmsg_writer
+@infra_only
+def test_injected_gpu_reset_blames_the_node_that_read_it(tmp_path: Path) -> None:
+    """The right node is blamed: only node 1's user may read the kernel log, so only node 1 sees the line.
+
+    Both test nodes share this machine's kernel, so a per-node kernel cannot be staged. What can differ
+    per node is access: node 0 logs in as ``cvsnode`` (no sudo rule: with ``kernel_log: sudo`` its
+    follower cannot start, so it is ``not checked``), node 1 as ``cvsnode2``, whose sudoers rule allows
+    exactly the kernel-log read. An amdgpu reset line written mid-run must fail the run with node 1 as
+    root cause, attributed to the run and step, while node 0 stays ``not checked`` (neither blamed nor
+    ok) in results.json, report.html and summary.md.
+    """
+    user2 = infra().user2
+    if user2 is None or shutil.which("setfacl") is None:
+        pytest.skip("needs the second node user and setfacl from a current .ci/infra.sh up")
+    s = _per_user_setup(tmp_path, user2)
+    h0, h1 = infra().nodes[:2]
+    try:
+        with sudo_kmsg_rule(user2):
+            suite = make_suite(s, fast_options(fail_grace_s=0.5))
+            tag, written, rec = asyncio.run(_run_and_inject(suite, before_first_step=False))
+        failed = [
+            (t, e.node)
+            for t, e in rec.of(NodeStatusEvent)
+            if e.state is NodeState.FAILED and "node health" in e.detail and tag in e.detail
+        ]
+        assert [n for _, n in failed] == [1], failed  # node 0 never read the line
+        lat = _latency(rec, tag, written)
+        print(
+            "\nper-node health detection latency: kernel write -> node 1 FAILED "
+            f"{lat['to_node_failed_s'] * 1000:.0f} ms, "
+            f"-> run FAILED (RunEndEvent) {lat['to_run_end_s'] * 1000:.0f} ms"
+        )
+        run = s.run_record()
+        assert run["outcome"] == "failed" and run["status"] == "FAIL"
+        assert run["root_cause_node"] == 1
+        assert run["reason"].startswith("node health: amdgpu_reset") and tag in run["reason"]
+        assert f"on {h1}:" in run["reason"] and h0 not in run["reason"]
+        res = s.results()
+        nh = {n["rank"]: n for n in res["node_health"]}
+        assert nh[1]["state"] == "fail" and nh[0]["state"] == "not checked", nh
+        assert nh[0]["findings"] == [] and "sudo" in nh[0]["reason"]
+        (mine,) = [f for f in nh[1]["findings"] if tag in f["line"]]
+        assert mine["node"] == 1 and mine["run"] == SWEEP and mine["severity"] == "fatal"
+        assert mine["step"] is not None and mine["step"] >= 3
+        assert [f["node"] for f in run["health_findings"] if tag in f["line"]] == [1]
+        metrics = {m["name"]: m["value"] for m in run["metrics"]}
+        assert metrics["health.findings.fatal"] >= 1 and metrics["health.nodes.not_checked"] == 1
+        html = (s.out / "report.html").read_text()
+        assert re.search(
+            rf'<tr class="health-not-checked">\s*<td>0</td><td class="mono">{re.escape(h0)}</td>', html
+        )
+        assert re.search(rf'<tr class="health-fail">\s*<td>1</td><td class="mono">{re.escape(h1)}</td>', html)
+        md = (s.out / "summary.md").read_text()
+        assert f"| 0 | `{h0}` | not checked |" in md and f"| 1 | `{h1}` | FAIL |" in md
+        assert "- node 1 fatal `amdgpu_reset`" in md and "- node 0 " not in md
     finally:
         remove_scratch_tree(s)
