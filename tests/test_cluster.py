@@ -147,6 +147,7 @@ def test_local_cluster_default() -> None:
 
 def test_node_dict_user_per_node_reaches_the_ssh_transport(tmp_path: Path, key: Path) -> None:
     """A node_dict entry's own `username` is the SSH login for that node; the others use the root one."""
+    from cvs_tui.core.plan import PlannedNode
     from cvs_tui.core.runner.transport import SSHTransport, transport_for
 
     data = {
@@ -156,7 +157,12 @@ def test_node_dict_user_per_node_reaches_the_ssh_transport(tmp_path: Path, key: 
     }
     c = load_cluster(write(tmp_path, data))
     assert [n.user for n in c.nodes] == ["alice", "bob"]
-    ts = [transport_for(n, user=c.user, verify_host_keys=False) for n in c.nodes]
+    # as the plan carries them (plan.py builds PlannedNode from each cluster Node)
+    planned = [
+        PlannedNode(host=n.host, rank=n.rank, local=n.local, user=n.user, port=n.port, key_file=n.key_file)
+        for n in c.nodes
+    ]
+    ts = [transport_for(n, user=c.user, verify_host_keys=False) for n in planned]
     assert all(isinstance(t, SSHTransport) for t in ts)
     # what asyncssh is given as the login
     assert [t._options()["username"] for t in ts if isinstance(t, SSHTransport)] == ["alice", "bob"]
