@@ -104,15 +104,17 @@ def sudo_kmsg_rule(user: str) -> Iterator[None]:
     cat, dd = shutil.which("cat") or "/usr/bin/cat", shutil.which("dd") or "/usr/bin/dd"
     probe = f"{dd} if=/dev/kmsg iflag=nonblock bs=65536 status=none"
     rule = f"{user} ALL=(root) NOPASSWD: {cat} /dev/kmsg, {probe}\n"
-    existed = SUDOERS.exists()
+    # one file per user: a rule for one node user never grants (or hides) another's access
+    rule_file = SUDOERS.with_name(f"{SUDOERS.name}-{user}")
+    existed = rule_file.exists()
     if not existed:
-        tmp = SUDOERS.with_suffix(".tmp")
+        tmp = rule_file.with_suffix(".tmp")
         tmp.write_text(rule)
         tmp.chmod(0o440)
         subprocess.run(["visudo", "-cf", str(tmp)], check=True, capture_output=True)
-        tmp.rename(SUDOERS)
+        tmp.rename(rule_file)
     try:
         yield
     finally:
         if not existed:
-            SUDOERS.unlink(missing_ok=True)
+            rule_file.unlink(missing_ok=True)
