@@ -53,8 +53,8 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder.write_plan(plan)
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
-    results = asyncio.run(_main(plan, key, followers, folder, ui=ui, args=args))
-    print_summary(results, {"results": folder.results_path, "html": folder.report_path})
+    results, paths = asyncio.run(_main(plan, key, followers, folder, ui=ui, args=args))
+    print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     return 0 if results.passed and clean else 1
 
@@ -67,7 +67,7 @@ async def _main(
     *,
     ui: bool,
     args: argparse.Namespace,
-) -> Results:
+) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
     session = FollowSession(plan, key, followers, folder.path, emit=bus.publish)
     source = bus.subscribe()
@@ -103,7 +103,7 @@ async def _main(
                 await run_console(feed, ascii=args.ascii)
         else:
             await run_console(source, ascii=args.ascii)
-        return await task
+        return await task, session.paths
     finally:
         if not task.done():
             session.stop()

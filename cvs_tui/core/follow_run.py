@@ -90,6 +90,7 @@ class FollowSession:
         self.stopped = False  # stop() was called (the user ended following)
         self.error: str | None = None  # why following could not go on (a copy could not be written)
         self.results: Results | None = None
+        self.paths: dict[str, Path] = {}  # what the judging wrote: results, html, junit, md
 
     def stop(self) -> None:
         """End following: each follower hands out what is already there, then the run is judged."""
@@ -189,7 +190,7 @@ class FollowSession:
         """`analyze` of the copies; its verdicts, the run's end and the suite's end as events."""
         results = analyze_paths(self.plan, self.copies(), self.run.key)
         paths = {"results": self.folder.write_results(results), **write_reports(results, self.folder.path)}
-        self.results = results
+        self.results, self.paths = results, paths
         rec = next(r for r in results.runs if r.key == self.run.key)
         self._final_node_states(ranks, rec)
         for ev in verdict_events(rec):
