@@ -1,9 +1,11 @@
 """`cvs-tui analyze CONFIG --follow` as a user runs it, in a child process: a real pipe on stdin fed in
-chunks by another process, and a followed file that is rotated mid-follow. (Rotation and truncation of
+chunks by another process, and a followed file that is rotated mid-follow; bad input; the console's
+stall lines. (Rotation and truncation of
 one file are covered byte by byte in tests/test_follow.py.)"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -14,9 +16,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from _analysis_samples import FIXTURES, write_config
+from rich.console import Console
 
+from cvs_tui.cli.console import ConsoleView
+from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
+from cvs_tui.core.events import NodeState, NodeStatusEvent, RunStartEvent
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import load_results
 
@@ -138,3 +145,34 @@ def test_rotated_file_is_followed_without_loss_or_duplication(tmp_path: Path) ->
         if e["type"] == "NodeLogEvent" and e["event"].get("kind") == "train" and "loss" in e["event"]
     ]
     assert sorted(set(steps)) == list(range(20)) and len(steps) == len(set(steps))
+
+
+def test_bad_follow_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, steps=20, runs=[RUN])
+    cases = [
+        (["--logs", "-"], "standard input is read only with --follow"),
+        (["--follow", "--logs", str(tmp_path)], "is a folder"),
+        (["--follow", "--logs", "-", "-"], "only once"),
+    ]
+    for extra, message in cases:
+        assert main(["analyze", str(cfg), *extra, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    (tmp_path / "used" / "logs").mkdir(parents=True)
+    log = tmp_path / "n0.log"
+    assert main(["analyze", str(cfg), "--follow", "--logs", str(log), "--out", str(tmp_path / "used")]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+
+
+def test_console_prints_a_stall_once_then_again_after_progress() -> None:
+    buf = io.StringIO()
+    cv = ConsoleView(Console(file=buf, width=200))
+    cv.handle(RunStartEvent(run=RUN, total_steps=20, nodes=("n0.log",)))
+    for n in (31, 36, 41):
+        cv.handle(NodeStatusEvent(RUN, 0, "n0.log", NodeState.STALLED, f"no progress for {n} s"))
+    cv.handle(NodeStatusEvent(RUN, 0, "n0.log", NodeState.TRAINING))
+    cv.handle(NodeStatusEvent(RUN, 0, "n0.log", NodeState.STALLED, "no progress for 90 s"))
+    printed = buf.getvalue()
+    assert printed.count("stalled") == 2, printed
+    assert "no progress for 31 s" in printed and "no progress for 90 s" in printed
+    assert "36 s" not in printed
