@@ -117,8 +117,9 @@ class FollowSession:
             while pending:
                 _, pending = await asyncio.wait(pending, timeout=self.tick_s)
                 self._check_stalls(ranks)
-                if self.error is not None:
-                    self.stop()
+                broken = any(t.done() and not t.cancelled() and t.exception() for t in pumps)
+                if (self.error is not None or broken) and not self.stopped:
+                    self.stop()  # one node's log cannot be followed: judging the rest would be partial
         finally:
             if any(not t.done() for t in pumps):  # cancelled from outside: stop the followers too
                 self.stop()
