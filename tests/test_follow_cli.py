@@ -33,6 +33,9 @@ CLI = [sys.executable, "-m", "cvs_tui"]
 WRITER = (
     "import sys, time\n"
     "data = open(sys.argv[1], 'rb').read()\n"
+    "import os\n"
+    "while len(sys.argv) > 3 and not os.path.exists(sys.argv[3]): time.sleep(0.05)\n"
+    "time.sleep(float(sys.argv[2]))\n"
     "for i in range(0, len(data), 700):\n"
     "    sys.stdout.buffer.write(data[i:i + 700]); sys.stdout.flush(); time.sleep(0.01)\n"
 )
@@ -61,9 +64,15 @@ def test_stdin_real_pipe_headless_console_and_results(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, steps=20, runs=[RUN])
     out = tmp_path / "out"
     log = FIXTURES / "nan_lr1e6.log"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log)], stdout=subprocess.PIPE)
+    # nothing for 1.5 s after following began, then the log: past a 0.5 s allowance the node is shown
+    # stalled first
+    started = out / "events.jsonl"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(log), "1.5", str(started)], stdout=subprocess.PIPE
+    )
     assert writer.stdout is not None
     cmd = [*CLI, "analyze", str(cfg), "--follow", "--logs", "-", "--no-ui", "--out", str(out)]
+    cmd += ["--compile-allowance", "0.5"]
     proc = subprocess.run(
         cmd, stdin=writer.stdout, capture_output=True, text=True, timeout=120, env=_env(), cwd=tmp_path
     )
@@ -73,6 +82,7 @@ def test_stdin_real_pipe_headless_console_and_results(tmp_path: Path) -> None:
     assert proc.returncode == 1, printed + proc.stderr  # analyze's exit code: the run failed
     # the live console: the run, the fatal hit as it arrived, the root cause, then analyze's summary
     assert f"run {RUN}: 1 node(s), 20 steps" in printed
+    assert re.search(r"node 0 \(stdin\) stalled: no progress for \d+ s waiting for the first step", printed)
     assert re.search(r"! .* node 0 line \d+ fatal", printed), printed
     assert "(root cause: node 0)" in printed
     assert "suite FAILED" in printed and "FAIL  overall" in printed
@@ -153,6 +163,7 @@ def test_bad_follow_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
         (["--logs", "-"], "standard input is read only with --follow"),
         (["--follow", "--logs", str(tmp_path)], "is a folder"),
         (["--follow", "--logs", "-", "-"], "only once"),
+        (["--follow", "--logs", "-", "--hang-min", "0"], "--hang-min: 0 must be"),
     ]
     for extra, message in cases:
         assert main(["analyze", str(cfg), *extra, "--out", str(tmp_path / "o")]) == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import sys
 import time
@@ -29,6 +30,7 @@ from cvs_tui.core.offline import run_key_for
 from cvs_tui.core.plan import Plan, build_plan
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.runner.options import RunOptions
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -40,7 +42,22 @@ def follow_plan(loaded: LoadedConfig, nodes: int, out: Path) -> Plan:
     return build_plan(loaded, local_cluster(n), out_dir=out, run_id=out.name or "follow")
 
 
+def stall_options(args: argparse.Namespace) -> RunOptions:
+    """The no-progress limits a node is shown stalled after (the watchdog's; nothing is stopped)."""
+    for name, value in (
+        ("--compile-allowance", args.compile_allowance),
+        ("--hang-factor", args.hang_factor),
+        ("--hang-min", args.hang_min),
+    ):
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"{name}: {value:g} must be a finite number greater than 0")
+    return RunOptions(
+        compile_allowance_s=args.compile_allowance, hang_factor=args.hang_factor, hang_min_s=args.hang_min
+    )
+
+
 def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
+    options = stall_options(args)
     followers = followers_for(args.logs)
     out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("follow-%Y%m%d-%H%M%S")
     folder = RunFolder(out)
@@ -53,7 +70,7 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder.write_plan(plan)
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
-    results, paths = asyncio.run(_main(plan, key, followers, folder, ui=ui, args=args))
+    results, paths = asyncio.run(_main(plan, key, followers, folder, options, ui=ui, args=args))
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     return 0 if results.passed and clean else 1
@@ -64,12 +81,13 @@ async def _main(
     key: str,
     followers: Sequence[Follower],
     folder: RunFolder,
+    options: RunOptions,
     *,
     ui: bool,
     args: argparse.Namespace,
 ) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
-    session = FollowSession(plan, key, followers, folder.path, emit=bus.publish)
+    session = FollowSession(plan, key, followers, folder.path, emit=bus.publish, options=options)
     source = bus.subscribe()
     task = asyncio.create_task(session.follow())
     task.add_done_callback(lambda _t: bus.close())

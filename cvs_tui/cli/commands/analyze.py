@@ -26,6 +26,7 @@ from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.runner.options import RunOptions
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -54,6 +55,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="watch the logs as they grow (a run cvs-tui did not launch, e.g. `kubectl logs -f POD | "
         "cvs-tui analyze CONFIG --follow --logs -`); judge when every stream ends or on q / Ctrl-C",
     )
+    d = RunOptions()
+    for flag, default, meta, text in (
+        ("--compile-allowance", d.compile_allowance_s, "S", "seconds to the first step"),
+        ("--hang-factor", d.hang_factor, "K", "after the first steps: K x the p95 step time"),
+        ("--hang-min", d.hang_min_s, "S", "and at least S seconds"),
+    ):
+        p.add_argument(
+            flag,
+            type=float,
+            default=default,
+            metavar=meta,
+            help=f"with --follow, a node shows as stalled after no progress for: {text} ({default:g}), "
+            "as the live watchdog counts it",
+        )
     p.add_argument(
         "--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/, runs/follow-<time>/)"
     )
