@@ -40,7 +40,13 @@ from cvs_tui.render.renderables import fill_verdict_table, hit_style, hit_summar
 
 PROGRESS_SECONDS = 10.0
 HITS_PRINTED_PER_SIGNATURE = 5  # per run, node and signature; a noisy warning must not flood CI logs
-_NOTABLE_NODE_STATES = {NodeState.FAILED, NodeState.HUNG, NodeState.UNREACHABLE, NodeState.STOPPED}
+_NOTABLE_NODE_STATES = {
+    NodeState.FAILED,
+    NodeState.HUNG,
+    NodeState.UNREACHABLE,
+    NodeState.STOPPED,
+    NodeState.STALLED,
+}
 
 
 class ConsoleView:
@@ -53,6 +59,7 @@ class ConsoleView:
         self.view = RunState()
         self._progress_version = -1
         self._hits_printed: dict[tuple[str, int, str], int] = {}
+        self._stalled: set[tuple[str, int]] = set()  # printed once per stall; the progress lines go on
 
     def handle(self, ev: RunEvent) -> None:
         self.view.apply(ev)
@@ -69,6 +76,12 @@ class ConsoleView:
         elif isinstance(ev, RunStartEvent):
             out.print(Text(f"run {ev.run}: {len(ev.nodes)} node(s), {ev.total_steps} steps", style="bold"))
         elif isinstance(ev, NodeStatusEvent) and ev.state in _NOTABLE_NODE_STATES:
+            if ev.state is NodeState.STALLED:
+                if (ev.run, ev.node) in self._stalled:
+                    return  # the same stall, a later count: the progress lines show the state
+                self._stalled.add((ev.run, ev.node))
+            else:
+                self._stalled.discard((ev.run, ev.node))
             detail = f": {ev.detail}" if ev.detail else ""
             out.print(
                 Text.assemble(
@@ -77,6 +90,8 @@ class ConsoleView:
                     detail,
                 )
             )
+        elif isinstance(ev, NodeStatusEvent):
+            self._stalled.discard((ev.run, ev.node))
         elif isinstance(ev, NodeLogEvent) and isinstance(ev.event, ErrorHit):
             hit = ev.event
             fatal = hit.severity is Severity.FATAL

@@ -254,6 +254,7 @@ class NodeState(StrEnum):
     CONNECTING = "connecting"
     STARTING = "starting"
     TRAINING = "training"
+    STALLED = "stalled"  # follow mode: no progress for a while (shown, never judged; nothing to stop)
     DONE = "done"
     FAILED = "failed"
     HUNG = "hung"

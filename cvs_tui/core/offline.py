@@ -123,6 +123,12 @@ def resolve_log_inputs(
         if dirs:
             raise UserError(f"--logs: {dirs[0]} is a folder; give either one folder or one log file per node")
         logs = ps
+    return [(run_key_for(plan, run_key), logs)]
+
+
+def run_key_for(plan: Plan, run_key: str | None) -> str:
+    """The key of the run a set of node logs belongs to: ``run_key`` (a key or slug), else the config's
+    only sweep run; a UserError when the config selects several and none is named."""
     if run_key is None:
         sweeps = [r.key for r in plan.runs if r.kind == "sweep"]
         if len(sweeps) != 1:
@@ -131,7 +137,7 @@ def resolve_log_inputs(
                 f"--run KEY (one of {[r.key for r in plan.runs]})"
             )
         run_key = sweeps[0]
-    return [(planned_run(plan, run_key).key, logs)]
+    return planned_run(plan, run_key).key
 
 
 def _run_folder_inputs(plan: Plan, folder: Path, run_key: str | None) -> list[tuple[str, list[Path]]]:
@@ -247,5 +253,6 @@ __all__ = [
     "planned_run",
     "read_plan",
     "resolve_log_inputs",
+    "run_key_for",
     "with_full_precision_losses",
 ]

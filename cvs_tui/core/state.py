@@ -369,7 +369,7 @@ class RunState:
                     nv.step_times.append(le.seconds)
             if le.tokens_per_device is not None:
                 nv.tokens_per_s = le.tokens_per_device  # MaxText's Tokens/s/device of this step
-            if nv.state in (NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING):
+            if nv.state in (NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING, NodeState.STALLED):
                 nv.state = NodeState.TRAINING
         elif isinstance(le, ErrorHit):
             nv.error_hits += 1

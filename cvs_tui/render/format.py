@@ -28,6 +28,7 @@ NODE_STATE_STYLE: dict[NodeState, str] = {
     NodeState.CONNECTING: "cyan",
     NodeState.STARTING: "cyan",
     NodeState.TRAINING: "green",
+    NodeState.STALLED: "bold yellow",
     NodeState.DONE: "bold green",
     NodeState.FAILED: "bold red",
     NodeState.HUNG: "bold magenta",

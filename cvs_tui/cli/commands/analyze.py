@@ -1,8 +1,10 @@
-"""`cvs-tui analyze CONFIG --logs PATH... [--out DIR] [--run KEY]`: judge a run from its logs on disk.
+"""`cvs-tui analyze CONFIG --logs PATH... [--out DIR] [--run KEY] [--follow]`: judge a run from its logs.
 
 PATH is one log per node (in rank order), a folder of node logs (`node<rank>.log` by rank, else every
 `*.log` by name), or a cvs-tui run folder (every `logs/<run slug>/` in it). Writes results.json,
 report.html, junit.xml and summary.md into DIR, exactly as a live run does.
+With --follow, PATH is one growing log per node (or `-`, standard input) and the run is shown live
+until every stream ends or the user stops it (`cvs_tui.cli.follow`), then judged the same way.
 Exit 0 when nothing failed, 1 when anything failed, 2 on bad input.
 """
 
@@ -24,6 +26,7 @@ from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.runner.options import RunOptions
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -43,9 +46,32 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         nargs="+",
         required=True,
         metavar="PATH",
-        help="one log per node in rank order, a folder of node logs, or a cvs-tui run folder",
+        help="one log per node in rank order, a folder of node logs, or a cvs-tui run folder; "
+        "with --follow: one growing log per node, or - for standard input",
     )
-    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/)")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="watch the logs as they grow (a run cvs-tui did not launch, e.g. `kubectl logs -f POD | "
+        "cvs-tui analyze CONFIG --follow --logs -`); judge when every stream ends or on q / Ctrl-C",
+    )
+    d = RunOptions()
+    for flag, default, meta, text in (
+        ("--compile-allowance", d.compile_allowance_s, "S", "seconds to the first step"),
+        ("--hang-factor", d.hang_factor, "K", "after the first steps: K x the p95 step time"),
+        ("--hang-min", d.hang_min_s, "S", "and at least S seconds"),
+    ):
+        p.add_argument(
+            flag,
+            type=float,
+            default=default,
+            metavar=meta,
+            help=f"with --follow, a node shows as stalled after no progress for: {text} ({default:g}), "
+            "as the live watchdog counts it",
+        )
+    p.add_argument(
+        "--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/, runs/follow-<time>/)"
+    )
     p.add_argument(
         "--run",
         metavar="KEY",
@@ -76,6 +102,14 @@ def print_summary(results: Results, paths: dict[str, Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_config(args.config)
+    if args.follow:
+        from cvs_tui.cli.follow import run_follow
+
+        return run_follow(args, loaded)
+    if "-" in args.logs:
+        raise UserError(
+            "--logs -: standard input is read only with --follow (it is a stream, not a log file)"
+        )
     out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("analyze-%Y%m%d-%H%M%S")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")

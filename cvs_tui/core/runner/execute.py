@@ -10,10 +10,8 @@ code `analyze` uses) makes the run's record.
 Fail-closed details: a rank's exit status comes only from the launcher's ``<log>.exit`` file (polled;
 an ``EXIT_CODE=`` line in the log only makes the poll come sooner, since a trainer can print one);
 a reader that dies or a write to the run folder that fails (a full disk) ends the run as failed at
-once; every rank is stopped at the end of every run, also one that exited (its leftovers). Memory per
-rank stays bounded: an unfinished line is kept up to ``RECORD_CAP`` bytes (the rest of it is dropped
-and counted, as the parser does), and benign warning hits past ``WARNINGS_KEPT`` are counted, not kept
-(the judge only counts them) nor published.
+once; every rank is stopped at the end of every run, also one that exited (its leftovers). Turning a
+rank's bytes into events (and the memory bounds on that) is :mod:`.ingest`'s, shared with follow mode.
 """
 
 from __future__ import annotations
@@ -24,24 +22,16 @@ import errno
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cvs_tui.core.events import (
-    ErrorHit,
-    LogEvent,
-    LogLinesEvent,
-    NodeLogEvent,
     NodeState,
     NodeStatusEvent,
-    NonFiniteAbortEvent,
     RunEndEvent,
     RunEvent,
     RunOutcome,
     RunStartEvent,
     Severity,
-    StepEvent,
-    StepKind,
 )
 from cvs_tui.core.health.model import (
     Attribution,
@@ -53,36 +43,20 @@ from cvs_tui.core.health.model import (
 )
 from cvs_tui.core.health.model import failure_reason as health_failure_reason
 from cvs_tui.core.parse import NodeLogParser
-from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import RunRecord
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner import judging
+from cvs_tui.core.runner.ingest import WARNINGS_KEPT, RankLog, feed_rank, finish_rank, split_lines
 from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
 
 _EXIT_HINT = re.compile(r"(?<!\S)EXIT_CODE=-?\d+\s*$")  # a hint to read <log>.exit now, never the status
-_LINES_BATCH = 200  # raw lines per LogLinesEvent at most
 TICK_S = 0.25  # how often the watchdog looks
 EXIT_POLL_S = 1.0  # how often each running rank's <log>.exit is read
 STOP_WAIT_S = 20.0  # how long stopped ranks get to log their exit
-WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the rest are only counted
-
-
-@dataclass
-class RankLog:
-    """One rank's log as it arrives: the copy in the run folder, the parser, what it parsed."""
-
-    watch: NodeWatch
-    local_log: Path
-    parser: NodeLogParser
-    events: list[LogEvent] = field(default_factory=list)  # what the judge judges (warnings capped)
-    lines: int = 0
-    partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
-    cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
-    warnings: int = 0  # warning hits seen
-    dropped_warnings: int = 0  # warning hits past WARNINGS_KEPT (counted, not kept)
+__all__ = ["WARNINGS_KEPT", "RankLog", "RunExecution"]
 
 
 class RunExecution:
@@ -285,58 +259,26 @@ class RunExecution:
         except OSError as exc:
             self._local_failed(exc, r.local_log)
             return
-        lines = self._split(r, chunk)
-        for i in range(0, len(lines), _LINES_BATCH):
-            batch = tuple(lines[i : i + _LINES_BATCH])
-            self.emit(LogLinesEvent(run=pr.key, node=w.rank, first_line=r.lines + i + 1, lines=batch))
-        r.lines += len(lines)
+        lines = feed_rank(
+            r,
+            pr.key,
+            chunk,
+            now=self.clock(),
+            emit=self.emit,
+            node_status=self._node_status,
+            on_train_step=self._on_train_step,
+        )
         if w.exit_code is None and lines and _EXIT_HINT.search(lines[-1]):
             self._exit_now.set()  # the launcher's last line, or a trainer's imitation: read .exit
-        now = self.clock()
-        for ev in r.parser.feed(chunk):
-            if isinstance(ev, ErrorHit) and ev.severity is not Severity.FATAL:
-                r.warnings += 1
-                if r.warnings > WARNINGS_KEPT:
-                    r.dropped_warnings += 1
-                    continue
-            r.events.append(ev)
-            self.emit(NodeLogEvent(run=pr.key, node=w.rank, event=ev))
-            if isinstance(ev, StepEvent):
-                w.on_step(ev, now)
-                if self._current is not None and ev.kind is StepKind.TRAIN:
-                    self._current[3].setdefault(w.rank, []).append((ev.step, now))
-                if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
-                    w.state = NodeState.TRAINING
-                    self._node_status(pr.key, w.rank, NodeState.TRAINING)
-            elif (
-                isinstance(ev, NonFiniteAbortEvent)
-                or (isinstance(ev, ErrorHit) and ev.severity is Severity.FATAL)
-            ) and w.first_fatal_at is None:
-                w.on_fatal(ev.line, now)
-                w.state = NodeState.FAILED
-                self._node_status(pr.key, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
+
+    def _on_train_step(self, rank: int, step: int, now: float) -> None:
+        if self._current is not None:
+            self._current[3].setdefault(rank, []).append((step, now))
 
     @staticmethod
     def _split(r: RankLog, chunk: bytes) -> list[str]:
-        """The complete lines ``chunk`` finishes, each at most RECORD_CAP bytes (the rest is dropped and
-        said so); the unfinished tail is kept in ``r.partial``, capped the same way."""
-        first = chunk.find(b"\n")
-        if first < 0:
-            room = RECORD_CAP - len(r.partial)
-            r.partial += chunk[: max(room, 0)]
-            r.cut += len(chunk) - max(min(room, len(chunk)), 0)
-            return []
-        room = max(RECORD_CAP - len(r.partial), 0)
-        head, r.cut = r.partial + chunk[:first][:room], r.cut + max(first - room, 0)
-        raw = [_capped(head, r.cut)]
-        last = chunk.rfind(b"\n")
-        if last > first:
-            raw += [
-                _capped(ln[:RECORD_CAP], len(ln) - RECORD_CAP) for ln in chunk[first + 1 : last].split(b"\n")
-            ]
-        tail = chunk[last + 1 :]
-        r.partial, r.cut = tail[:RECORD_CAP], max(len(tail) - RECORD_CAP, 0)
-        return [b.decode("utf-8", "replace") for b in raw]
+        """See :func:`.ingest.split_lines`."""
+        return split_lines(r, chunk)
 
     def _exited(self, pr: PlannedRun, w: NodeWatch, code: int) -> None:
         w.exit_code = code
@@ -387,9 +329,7 @@ class RunExecution:
     def _finalize(self, pr: PlannedRun, ranks: list[RankLog], verdict: Verdict, started: float) -> RunRecord:
         self._end_window(pr.key)
         for r in ranks:
-            for ev in r.parser.finish():
-                r.events.append(ev)
-                self.emit(NodeLogEvent(run=pr.key, node=r.watch.rank, event=ev))
+            finish_rank(r, pr.key, self.emit)
         rec = judging.judge_run(
             pr,
             [r.events for r in ranks],
@@ -433,8 +373,3 @@ class RunExecution:
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
         self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=self.clock()))
-
-
-def _capped(line: bytes, cut: int) -> bytes:
-    """A line as shown, with how much of it was dropped (a line longer than RECORD_CAP)."""
-    return line + f" [... {cut} more bytes not shown]".encode() if cut > 0 else line

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cvs_tui.core.events import GpuTelemetryEvent, HealthState
+from cvs_tui.core.events import GpuTelemetryEvent, HealthState, NodeState
 from cvs_tui.core.state import NodeHealthView, RunState, RunView
 from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate
 from cvs_tui.tui.widgets.sparkline import sparkline
@@ -192,7 +192,9 @@ class NodeTable(Widget, can_focus=True):
             Text(lag, style="yellow" if lag not in ("-", "+0") else ""),
             Text(telemetry_text(hv.telemetry if hv else None)),
             Text(str(nv.error_hits), style=err_style),
-            Text(short_line(nv.last_line), style="dim"),
+            Text(nv.detail, style="yellow")  # follow mode's "no progress for N s"
+            if nv.state is NodeState.STALLED and nv.detail
+            else Text(short_line(nv.last_line), style="dim"),
         )
 
     # -- rendering -----------------------------------------------------------------------------------

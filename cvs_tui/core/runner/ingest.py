@@ -1,0 +1,128 @@
+"""One rank's log bytes into events: raw lines for the log panes, parsed events, the watchdog's state.
+
+Shared by every source that feeds bytes as they arrive: a live run (:mod:`.execute`, the launcher's
+stream) and follow mode (:mod:`cvs_tui.core.follow_run`, files or stdin it did not launch), so both
+publish the same events from the same bytes. Copying the bytes into the run folder stays with the
+caller (what a failed write means differs). Memory per rank stays bounded: an unfinished line is kept
+up to ``RECORD_CAP`` bytes (the rest of it is dropped and counted, as the parser does), and benign
+warning hits past ``WARNINGS_KEPT`` are counted, not kept (the judge only counts them) nor published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cvs_tui.core.events import (
+    ErrorHit,
+    LogEvent,
+    LogLinesEvent,
+    NodeLogEvent,
+    NodeState,
+    NonFiniteAbortEvent,
+    RunEvent,
+    Severity,
+    StepEvent,
+    StepKind,
+)
+from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.records import RECORD_CAP
+from cvs_tui.core.runner.watchdog import NodeWatch
+
+LINES_BATCH = 200  # raw lines per LogLinesEvent at most
+WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the rest are only counted
+
+# (run, rank, state, detail): publishes a NodeStatusEvent
+NodeStatus = Callable[[str, int, NodeState, str], None]
+# (rank, train step, when): a train step arrived (node health attributes kernel lines to steps)
+TrainStep = Callable[[int, int, float], None]
+
+
+@dataclass
+class RankLog:
+    """One rank's log as it arrives: the copy in the run folder, the parser, what it parsed."""
+
+    watch: NodeWatch
+    local_log: Path
+    parser: NodeLogParser
+    events: list[LogEvent] = field(default_factory=list)  # what the judge judges (warnings capped)
+    lines: int = 0
+    partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
+    cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
+    warnings: int = 0  # warning hits seen
+    dropped_warnings: int = 0  # warning hits past WARNINGS_KEPT (counted, not kept)
+
+
+def feed_rank(
+    r: RankLog,
+    run: str,
+    chunk: bytes,
+    *,
+    now: float,
+    emit: Callable[[RunEvent], None],
+    node_status: NodeStatus,
+    on_train_step: TrainStep | None = None,
+) -> list[str]:
+    """Publish ``chunk``'s complete lines and parsed events; update the rank's watch. Returns the lines."""
+    w = r.watch
+    lines = split_lines(r, chunk)
+    for i in range(0, len(lines), LINES_BATCH):
+        batch = tuple(lines[i : i + LINES_BATCH])
+        emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
+    r.lines += len(lines)
+    for ev in r.parser.feed(chunk):
+        if isinstance(ev, ErrorHit) and ev.severity is not Severity.FATAL:
+            r.warnings += 1
+            if r.warnings > WARNINGS_KEPT:
+                r.dropped_warnings += 1
+                continue
+        r.events.append(ev)
+        emit(NodeLogEvent(run=run, node=w.rank, event=ev))
+        if isinstance(ev, StepEvent):
+            w.on_step(ev, now)
+            if on_train_step is not None and ev.kind is StepKind.TRAIN:
+                on_train_step(w.rank, ev.step, now)
+            if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
+                w.state = NodeState.TRAINING
+                node_status(run, w.rank, NodeState.TRAINING, "")
+        elif (
+            isinstance(ev, NonFiniteAbortEvent)
+            or (isinstance(ev, ErrorHit) and ev.severity is Severity.FATAL)
+        ) and w.first_fatal_at is None:
+            w.on_fatal(ev.line, now)
+            w.state = NodeState.FAILED
+            node_status(run, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
+    return lines
+
+
+def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:
+    """The parser's last events (an unfinished last record), published and kept for the judge."""
+    for ev in r.parser.finish():
+        r.events.append(ev)
+        emit(NodeLogEvent(run=run, node=r.watch.rank, event=ev))
+
+
+def split_lines(r: RankLog, chunk: bytes) -> list[str]:
+    """The complete lines ``chunk`` finishes, each at most RECORD_CAP bytes (the rest is dropped and said
+    so); the unfinished tail is kept in ``r.partial``, capped the same way."""
+    first = chunk.find(b"\n")
+    if first < 0:
+        room = RECORD_CAP - len(r.partial)
+        r.partial += chunk[: max(room, 0)]
+        r.cut += len(chunk) - max(min(room, len(chunk)), 0)
+        return []
+    room = max(RECORD_CAP - len(r.partial), 0)
+    head, r.cut = r.partial + chunk[:first][:room], r.cut + max(first - room, 0)
+    raw = [_capped(head, r.cut)]
+    last = chunk.rfind(b"\n")
+    if last > first:
+        raw += [_capped(ln[:RECORD_CAP], len(ln) - RECORD_CAP) for ln in chunk[first + 1 : last].split(b"\n")]
+    tail = chunk[last + 1 :]
+    r.partial, r.cut = tail[:RECORD_CAP], max(len(tail) - RECORD_CAP, 0)
+    return [b.decode("utf-8", "replace") for b in raw]
+
+
+def _capped(line: bytes, cut: int) -> bytes:
+    """A line as shown, with how much of it was dropped (a line longer than RECORD_CAP)."""
+    return line + f" [... {cut} more bytes not shown]".encode() if cut > 0 else line
