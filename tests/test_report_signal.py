@@ -127,3 +127,31 @@ def test_step_ticks_are_integers(suite: tuple[Results, Path]) -> None:
     assert svg is not None
     ticks = re.findall(r"<text[^>]*>\s*([-0-9.,]+)\s*</text>", svg)
     assert ticks and not any("." in t for t in ticks[:3]), ticks
+
+
+async def test_console_verdicts_show_the_signal_and_count_the_rest() -> None:
+    """The headless verdict summary: PASS/FAIL rows in the table, RECORD/N/A as one count line."""
+    from rich.console import Console
+
+    from cvs_tui.cli.console import run_console
+    from cvs_tui.core.events import RunStartEvent, SuiteEndEvent, VerdictEvent
+
+    events: list[object] = [
+        RunStartEvent("R", 10, ("h0",), at=1.0),
+        VerdictEvent("R", "training.tokens_per_sec_per_gpu", "PASS", ">= 1500", 7275.3805, "tok/s/GPU"),
+        VerdictEvent("R", "training.step_time_p50_ms", "RECORD", "-", 35.0, "ms/step"),
+        VerdictEvent("R", "training.stall_seconds", "RECORD", "-", 0.0, "s"),
+        VerdictEvent("R", "training.eval_loss", "N/A", "-", None, "loss"),
+        SuiteEndEvent(True, at=2.0),
+    ]
+
+    async def source():  # type: ignore[no-untyped-def]
+        for ev in events:
+            yield ev
+
+    console = Console(record=True, width=120, color_system=None)
+    await run_console(source(), console=console)
+    out = console.export_text()
+    assert "training.tokens_per_sec_per_gpu" in out and "7,275" in out and "7275.3805" not in out
+    assert "training.step_time_p50_ms" not in out and "training.eval_loss" not in out
+    assert "2 recorded · 1 n/a" in out
