@@ -288,5 +288,7 @@ def test_a_run_compared_with_itself_says_so_in_a_few_lines(side) -> None:  # typ
     out = _rendered(rep, 80)
     assert "base and candidate are the same run" in out
     assert len(out.splitlines()) <= 10, out
+    page = cmp.render_html(rep)
+    assert 'id="same-run"' in page and page.index('id="answer"') < page.index('id="run-1"')
     # two different runs are not the same run, even when they are repetitions of one recipe
     assert not cmp.compare(side("same_a1"), side("same_a2")).same_run
