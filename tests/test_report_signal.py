@@ -63,6 +63,7 @@ def test_headline_table_per_sweep_with_thresholds(suite: tuple[Results, Path]) -
     assert tok is not None and tok.value is not None
     assert format_number(tok.value, "sig", digits=4) in head and "&gt;= 1000" in head
     assert "inconclusive" in head  # the NaN run has no steady-state figure, and says why
+    assert head.count("partial run: failed") == 1  # ... and is marked as a run that did not finish
     # the headline comes before the stage table, the stage table before the per-run detail
     assert page.index('id="headline"') < page.index('id="stages"') < page.index('id="run-')
 
