@@ -76,7 +76,8 @@ def test_card_from_real_runs_validates(tmp_path: Path, capsys: pytest.CaptureFix
     assert list(data)[:3] == ["card_format", "title", "summary"] and list(data)[3] == "verification_index"
     perf = data["items"]["pretrain_performance"]["CPU"]
     assert perf["status"] == "verified"
-    bf16 = perf["variants"]["bf16"]
+    # the local config computes in float32 (no quantization, dtype float32): the sweep key's "BF16" is a label
+    bf16 = perf["variants"]["fp32"]
     assert bf16["workload"] == {
         "model": "tiny-llama",
         "nodes": 1,
@@ -86,7 +87,7 @@ def test_card_from_real_runs_validates(tmp_path: Path, capsys: pytest.CaptureFix
         "global_batch_size": 2,
         "max_target_length": 128,
         "steps": 20,
-        "precision": "bf16",
+        "precision": "fp32",
     }
     assert set(bf16["metrics"]) == {
         "tflops_per_sec_per_gpu",
@@ -94,8 +95,16 @@ def test_card_from_real_runs_validates(tmp_path: Path, capsys: pytest.CaptureFix
         "tokens_per_sec_total",
         "step_time_p50_ms",
         "final_loss",
+        "stall_count",
+        "stall_seconds",
+        "longest_stall_seconds",
+        "goodput_pct",
     }
     assert bf16["metrics"]["final_loss"] == pytest.approx(7.188, abs=5e-4)  # full precision (metrics file)
+    # a published record keeps 4 significant digits, not the raw float
+    digits = [str(v).removesuffix(".0").replace(".", "").lstrip("0") for v in bf16["metrics"].values()]
+    assert all(len(d) <= 4 for d in digits), bf16["metrics"]
+    assert bf16["metrics"]["stall_count"] == 0 and bf16["metrics"]["goodput_pct"] > 0
     assert bf16["window"]["first_step"] == 3 and bf16["window"]["last_step"] == 19
     assert "loss_curve_slope < 0" in bf16["expected_result"]
     ck = data["items"]["checkpoint_resume"]["CPU"]
@@ -128,7 +137,7 @@ def test_card_to_stdout_and_smoke_is_never_an_item(
     assert main(["card", str(d)]) == 0
     text = capsys.readouterr().out
     assert "smoke" not in yaml.safe_load(text)["items"]["pretrain_performance"]["CPU"]["variants"]
-    assert list(yaml.safe_load(text)["items"]["pretrain_performance"]["CPU"]["variants"]) == ["bf16"]
+    assert list(yaml.safe_load(text)["items"]["pretrain_performance"]["CPU"]["variants"]) == ["fp32"]
     assert "SMOKE" not in text
 
 
@@ -145,7 +154,7 @@ def test_smoke_only_results_make_no_card(tmp_path: Path) -> None:
 def test_failed_run_is_unverified_without_a_date(tmp_path: Path) -> None:
     card = build_card([load_card_source(_single(tmp_path, "nan_lr1e6.log"))])
     leaf = card.items.pretrain_performance["CPU"]  # type: ignore[index]
-    v = leaf.variants["bf16"]
+    v = leaf.variants["bf16"]  # no config given: the sweep key's label is the only precision known
     assert leaf.status == "unverified" and v.status == "unverified"
     assert v.last_verified is None and v.metrics is not None and v.metrics.final_loss is None
     assert "run outcome failed" in (v.result or "") and "final_loss" in (v.result or "")
@@ -240,3 +249,29 @@ def test_unknown_precision_is_refused_not_guessed(tmp_path: Path) -> None:
     res.write_text(json.dumps(data))
     with pytest.raises(UserError, match="precision unknown"):
         build_card([load_card_source(res)])
+
+
+def test_precision_follows_the_effective_dtype_not_the_sweep_key() -> None:
+    from cvs_tui.core.card.facts import effective_precision
+
+    assert effective_precision({"dtype": "float32", "quantization": ""}) == "fp32"
+    assert effective_precision({}) == "bf16"  # MaxText's default dtype is bfloat16
+    assert effective_precision({"dtype": "bfloat16"}) == "bf16"
+    assert effective_precision({"dtype": "float32", "quantization": "fp8"}) == "fp8"
+    assert effective_precision({"quantization": "int8"}) is None  # no card word for it: refused, not guessed
+
+
+def test_card_has_no_logger_location_as_fingerprint(tmp_path: Path) -> None:
+    card = build_card([load_card_source(_single(tmp_path))])
+    assert card.verification_environment.maxtext_source_fingerprint is None
+    assert "metric_logger.py" not in card_to_yaml(card)
+
+
+def test_card_validate_suggests_the_key_meant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "card.yaml"
+    assert main(["card", str(_single(tmp_path)), "--out", str(out)]) == 0
+    out.write_text(out.read_text().replace("title:", "titel:", 1))
+    capsys.readouterr()
+    assert main(["card", "validate", str(out)]) != 0
+    text = capsys.readouterr()
+    assert "titel: key not allowed in a card; did you mean 'title'?" in text.out + text.err

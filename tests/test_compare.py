@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,46 @@ def test_bad_threshold_and_no_shared_key(side, config: str, capsys) -> None:  # 
     res.runs[0].key = "OTHER"
     with pytest.raises(UserError, match="no run key is present on both sides"):
         cmp.compare(side("same_a1"), [cmp.RunInput("x", res)])
+
+
+def _rendered(report: cmp.CompareReport, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    from cvs_tui.cli.commands.compare import render
+
+    buf = io.StringIO()
+    render(report, Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+def test_answer_first_footnotes_and_whole_verdicts(side) -> None:  # type: ignore[no-untyped-def]
+    rep = cmp.compare(side("same_a1"), side("slow1"))
+    for width in (80, 160):
+        lines = _rendered(rep, width).splitlines()
+        # the first line after the header and a blank is the run's answer: verdict, key, biggest change
+        assert lines[4].startswith("INCONCLUSIVE") and KEY in lines[4], lines[:6]
+        assert "biggest Δ step time p50 +200.0 %" in lines[4]
+        text = "\n".join(lines)
+        # the why shared by five rows is one footnote, printed once, referenced by number
+        why = "one run per side: run-to-run variance unknown"
+        assert text.count(why) == 1 and text.count("[1]") >= 5
+        assert "INCONC…" not in text and re.search(
+            r"│ INCONCLUSIVE +│", text
+        )  # the verdict column never shrinks
+        assert lines[-1] == "overall: INCONCLUSIVE"
+    assert not rep.same_run
+
+
+def test_a_run_compared_with_itself_says_so_in_a_few_lines(side) -> None:  # type: ignore[no-untyped-def]
+    one = side("same_a1")
+    rep = cmp.compare(one, one)
+    assert rep.same_run
+    out = _rendered(rep, 80)
+    assert "base and candidate are the same run" in out
+    assert len(out.splitlines()) <= 10, out
+    page = cmp.render_html(rep)
+    assert 'id="same-run"' in page and page.index('id="answer"') < page.index('id="run-1"')
+    # two different runs are not the same run, even when they are repetitions of one recipe
+    assert not cmp.compare(side("same_a1"), side("same_a2")).same_run

@@ -175,11 +175,20 @@ class ConsoleView:
             table = Table(
                 title=f"{key}: {rv.outcome.value if rv.outcome else 'unfinished'}", title_justify="left"
             )
-            fill_verdict_table(table, rv, notes=False)
-            if rv.verdicts:
+            # the signal (PASS / FAIL) in the table; what is only recorded or n/a as one count line
+            fill_verdict_table(table, rv, notes=False, only=("PASS", "FAIL"), significant=True)
+            statuses = [v.status for v in rv.verdicts.values()]
+            if not rv.verdicts:
+                out.print(Text(f"{key}: no verdicts", style="dim"))
+                continue
+            if table.row_count:
                 out.print(table)
             else:
-                out.print(Text(f"{key}: no verdicts", style="dim"))
+                out.print(Text(f"{table.title}: no gated metric", style="bold"))
+            rest = statuses.count("RECORD"), statuses.count("N/A")
+            if any(rest):
+                line = f"  {rest[0]} recorded · {rest[1]} n/a (all rows: report.html, results.json)"
+                out.print(Text(line, style="dim"))
         end = view.suite_end
         if end is not None:
             word = "PASSED" if end.passed else "FAILED"

@@ -253,6 +253,22 @@ class StageRecord(_Model):
         return self.ended_at - self.started_at
 
 
+class Provenance(_Model):
+    """Where the results came from, for the report's provenance block; None where it was not recorded
+    (older files, or a fact the controller cannot know, such as a remote node's driver)."""
+
+    command: str = ""  # the cvs-tui command line, shell-quoted
+    config_sha256: str | None = None
+    threshold_sha256: str | None = None
+    image: str | None = None  # the container image (None for runtime "host")
+    image_digest: str | None = None  # the image's repo digest, when the runner read it
+    controller_host: str = ""  # the machine cvs-tui ran on
+    cpu_model: str | None = None  # the controller's CPU (a remote node's is in gpu_* / node health)
+    gpu_driver: str | None = None
+    rocm_version: str | None = None
+    python: str = ""
+
+
 class Results(_Model):
     schema_version: int = SCHEMA_VERSION
     tool: str = "cvs-tui"
@@ -273,6 +289,7 @@ class Results(_Model):
     metric_definitions: dict[str, str] = Field(default_factory=dict)
     window_definition: str = ""
     node_health: list[NodeHealthRecord] = Field(default_factory=list)  # empty: health not watched
+    provenance: Provenance = Field(default_factory=Provenance)  # additive: older files load without it
 
     @property
     def passed(self) -> bool:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from cvs_tui.core.events import ErrorHit, Severity
+from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.state import RunView
 from cvs_tui.render.format import VERDICT_STYLE, fmt_float
 
@@ -19,19 +22,29 @@ _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
 
 
 def fill_verdict_table(
-    table: Table, rv: RunView, *, notes: bool, status_justify: JustifyMethod = "left"
+    table: Table,
+    rv: RunView,
+    *,
+    notes: bool,
+    status_justify: JustifyMethod = "left",
+    only: Collection[str] | None = None,
+    significant: bool = False,
 ) -> Table:
-    """One row per verdict of ``rv`` into ``table`` (its title, box and width are the caller's)."""
+    """One row per verdict of ``rv`` into ``table`` (its title, box and width are the caller's); with
+    ``only``, just the verdicts whose status is in it; with ``significant``, values at 4 significant
+    digits (the console) instead of 4 decimals (the TUI's verdict screen, until its snapshots move)."""
     for name, justify in _COLUMNS:
         table.add_column(name, justify=justify)
     table.add_column("Status", justify=status_justify)
     if notes:
         table.add_column("Note", ratio=1, overflow="fold")
     for v in rv.verdicts.values():
+        if only is not None and v.status not in only:
+            continue
         row: list[str | Text] = [
             v.metric,
             v.expected,
-            fmt_float(v.actual, 4),
+            format_number(v.actual, "sig", digits=4, missing="-") if significant else fmt_float(v.actual, 4),
             v.unit,
             Text(v.status, style=VERDICT_STYLE.get(v.status, "")),
         ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 
 from rich.console import Console
 from rich.markup import escape
@@ -104,60 +105,140 @@ def _delta_text(m: cmp.MetricDelta) -> Text:
     return Text(format_pct(m.delta_pct), style=style)
 
 
+class Footnotes:
+    """Why-texts shared by more than one row are printed once, at the end, as numbered notes."""
+
+    def __init__(self, report: cmp.CompareReport) -> None:
+        texts = [m.reason for r in report.runs for m in r.metrics if m.reason]
+        texts += [r.loss.reason for r in report.runs if r.loss.reason]
+        counts = Counter(texts)
+        self.numbers: dict[str, int] = {}
+        for t in texts:
+            if counts[t] > 1 and t not in self.numbers:
+                self.numbers[t] = len(self.numbers) + 1
+
+    def ref(self, text: str) -> str:
+        n = self.numbers.get(text)
+        return f"[{n}]" if n is not None else text
+
+    def render(self, console: Console) -> None:
+        for text, n in self.numbers.items():
+            console.print(Text(f"[{n}] {text}", style="dim"))
+
+
+_VERDICT_WIDTH = max(len(v) for v in VERDICT_STYLE)
+
+
+def _change_text(m: cmp.MetricDelta | None) -> str:
+    if m is None:
+        return "none"
+    return f"{m.label} {format_pct(m.delta_pct)}"
+
+
+def render_summary(report: cmp.CompareReport, console: Console, notes: Footnotes) -> None:
+    """One line per run: verdict, its biggest change and why (the answer before any table)."""
+    key_w = max(len(r.key) for r in report.runs)
+    for rc in report.runs:
+        why = cmp.headline_reason(rc)
+        console.print(
+            Text.assemble(
+                _verdict(rc.verdict.ljust(_VERDICT_WIDTH)),
+                f"  {rc.key.ljust(key_w)}  ",
+                "biggest Δ " + _change_text(cmp.biggest_change(rc)),
+                ("  ·  " + notes.ref(why), "dim"),
+            ),
+            overflow="fold",
+        )
+
+
+def _table(rc: cmp.RunComparison, console: Console, notes: Footnotes) -> Table:
+    """The run's metric table. The verdict never shrinks; at narrow widths the noise band and Δ columns
+    drop and the metric and why columns wrap."""
+    narrow = console.width < 110
+    title = Text.assemble(
+        f"run {rc.key}  ", _verdict(rc.verdict), f"  ({rc.base_runs} vs {rc.candidate_runs} runs)"
+    )
+    t = Table(title=title, title_justify="left", show_lines=False)
+    t.add_column("metric", overflow="fold", ratio=2 if narrow else None)
+    t.add_column("base", justify="right", no_wrap=True)
+    t.add_column("cand.", justify="right", no_wrap=True)
+    if not narrow:
+        t.add_column("Δ", justify="right", no_wrap=True)
+    t.add_column("Δ%", justify="right", no_wrap=True)
+    if not narrow:
+        t.add_column("noise band", justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True, min_width=_VERDICT_WIDTH)
+    t.add_column("why", style="dim", overflow="fold", ratio=1 if narrow else None)
+    for m in rc.metrics:
+        cells: list[str | Text] = [
+            f"{m.label} ({m.unit}) {'↓' if m.better == 'lower' else '↑'}",
+            format_number(m.base, "compare", unit=m.unit),
+            format_number(m.candidate, "compare", unit=m.unit),
+        ]
+        if not narrow:
+            cells.append(format_number(m.delta, "compare", unit=m.unit))
+        cells.append(_delta_text(m))
+        if not narrow:
+            cells.append(band_text(m))
+        cells += [_verdict(m.verdict), Text(notes.ref(m.reason))]
+        t.add_row(*cells)
+    return t
+
+
+def _render_run(rc: cmp.RunComparison, console: Console, notes: Footnotes) -> None:
+    if rc.banner:
+        style = "magenta" if not rc.comparable else "yellow"
+        head = "NOT COMPARABLE" if not rc.comparable else "note"
+        console.print(
+            Panel(Text("\n".join(rc.banner)), title=escape(f"{head}: {rc.key}"), border_style=style)
+        )
+    console.print(_table(rc, console, notes))
+    console.print(
+        Text.assemble("loss per step: ", _verdict(rc.loss.verdict), f"  {notes.ref(rc.loss.reason)}")
+    )
+    for ex in rc.excluded:
+        warm = [str(s) for s, why in ex.excluded if why.startswith("warm-up")]
+        head = f"{ex.side} {ex.run}: {ex.clean_steps} clean steps"
+        console.print(Text(head + (f"; warm-up excluded: {', '.join(warm)}" if warm else ""), style="dim"))
+        for s, why in ex.excluded:
+            if not why.startswith("warm-up"):
+                console.print(Text(f"    step {s} excluded: {why}", style="dim"))
+    for n in rc.notes:
+        console.print(Text(f"note: {n}", style="dim"))
+    console.print()
+
+
 def render(report: cmp.CompareReport, console: Console) -> None:
+    """The answer first (one line per run), then a table per run, then the shared reasons as footnotes.
+    A run compared with itself gets the summary only: every Δ is 0 by construction."""
     console.print(
         f"[bold]base[/]      {escape(', '.join(report.base))}\n"
         f"[bold]candidate[/] {escape(', '.join(report.candidate))}\n"
         f"practical threshold {report.threshold_pct:g} %, at least {report.min_steps} clean steps per run"
     )
-    for rc in report.runs:
-        title = Text.assemble(
-            f"run {rc.key}  ", _verdict(rc.verdict), f"  ({rc.base_runs} vs {rc.candidate_runs} runs)"
+    notes = Footnotes(report)
+    if report.same_run:
+        console.print(
+            Text(
+                "base and candidate are the same run: every Δ is 0 by construction, so nothing is "
+                "judged here; compare it with another run of the same sweep",
+                style="bold yellow",
+            )
         )
-        if rc.banner:
-            style = "magenta" if not rc.comparable else "yellow"
-            head = "NOT COMPARABLE" if not rc.comparable else "note"
-            console.print(
-                Panel(Text("\n".join(rc.banner)), title=escape(f"{head}: {rc.key}"), border_style=style)
-            )
-        t = Table(title=title, title_justify="left", show_lines=False)
-        t.add_column("metric")
-        t.add_column("base", justify="right")
-        t.add_column("candidate", justify="right")
-        t.add_column("Δ", justify="right")
-        t.add_column("Δ%", justify="right")
-        t.add_column("noise band", justify="right")
-        t.add_column("verdict")
-        t.add_column("why", style="dim", overflow="fold")
-        for m in rc.metrics:
-            t.add_row(
-                f"{m.label} ({m.unit}) {'↓' if m.better == 'lower' else '↑'}",
-                format_number(m.base, "compare", unit=m.unit),
-                format_number(m.candidate, "compare", unit=m.unit),
-                format_number(m.delta, "compare", unit=m.unit),
-                _delta_text(m),
-                band_text(m),
-                _verdict(m.verdict),
-                Text(m.reason),
-            )
-        console.print(t)
-        console.print(Text.assemble("loss per step: ", _verdict(rc.loss.verdict), f"  {rc.loss.reason}"))
-        for ex in rc.excluded:
-            warm = [str(s) for s, why in ex.excluded if why.startswith("warm-up")]
-            head = f"{ex.side} {ex.run}: {ex.clean_steps} clean steps"
-            console.print(
-                Text(head + (f"; warm-up excluded: {', '.join(warm)}" if warm else ""), style="dim")
-            )
-            for s, why in ex.excluded:
-                if not why.startswith("warm-up"):
-                    console.print(Text(f"    step {s} excluded: {why}", style="dim"))
-        for n in rc.notes:
-            console.print(Text(f"note: {n}", style="dim"))
-        console.print()
+        for rc in report.runs:
+            console.print(Text.assemble(_verdict(rc.verdict.ljust(_VERDICT_WIDTH)), f"  {rc.key}"))
+        console.print(Text.assemble("overall: ", _verdict(report.verdict)))
+        return
+    console.print()
+    render_summary(report, console, notes)
+    console.print()
+    for rc in report.runs:
+        _render_run(rc, console, notes)
     for k in report.only_base:
         console.print(Text(f"run {k} is only on the base side; not compared", style="yellow"))
     for k in report.only_candidate:
         console.print(Text(f"run {k} is only on the candidate side; not compared", style="yellow"))
+    notes.render(console)
     console.print(Text.assemble("overall: ", _verdict(report.verdict)))
 
 

@@ -111,8 +111,8 @@ def _perf_items(sweeps: list[_Sweep]) -> dict[str, PerfLeaf]:
         for s in sorted(group, key=lambda s: s.date):
             if s.workload.precision is None:  # a variant is keyed by its precision: refuse, don't guess
                 raise UserError(
-                    f"{s.src.label}: run {s.run.key!r}: precision unknown (bf16 or fp8 expected); pass the "
-                    "run's config with --config, or leave this result out"
+                    f"{s.src.label}: run {s.run.key!r}: precision unknown (bf16, fp8 or fp32 expected); "
+                    "pass the run's config with --config, or leave this result out"
                 )
             p = s.workload.precision
             w = s.workload
@@ -213,7 +213,9 @@ def _environment(sources: Sequence[CardSource], image: str | None) -> Verificati
     versions = {src.results.tool_version for src in sources}
     return VerificationEnvironment(
         base_container=image.strip() if image else None,
-        maxtext_source_fingerprint=one["step_logger_source"],
+        # the step logger's file:line only says which log dialect was parsed; it identifies no MaxText
+        # source, so the card leaves the fingerprint empty rather than pass a location off as one
+        maxtext_source_fingerprint=None,
         jax_version=one["jax"],
         jaxlib_version=one["jaxlib"],
         backend=one["backend"],

@@ -20,7 +20,7 @@ from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import read_plan
-from cvs_tui.core.plan import Plan, build_plan, precision_of
+from cvs_tui.core.plan import Plan, build_plan
 from cvs_tui.core.results import Results, RunRecord, load_results
 from cvs_tui.core.run_folder import RunFolder
 
@@ -30,7 +30,12 @@ _METRIC_NAMES = {
     "tokens_per_sec_total": "training.tokens_per_sec_total",
     "step_time_p50_ms": "training.step_time_p50_ms",
     "final_loss": "training.final_loss",
+    "stall_count": "training.stall_count",
+    "stall_seconds": "training.stall_seconds",
+    "longest_stall_seconds": "training.longest_stall_seconds",
+    "goodput_pct": "training.goodput_pct",
 }
+CARD_DIGITS = 4  # significant digits a card keeps: a published record, not the raw float
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,20 @@ def _int(v: Any) -> int | None:
         return None
 
 
+def effective_precision(mc: dict[str, Any]) -> str | None:
+    """The precision the run computed in: fp8 quantization, else MaxText's `dtype` (bfloat16 by default);
+    None for anything else (int8, a dtype the card has no word for)."""
+    q = str(mc.get("quantization") or "").strip().lower()
+    if q:
+        return "fp8" if "fp8" in q else None
+    dtype = str(mc.get("dtype") or "bfloat16").strip().lower()
+    return {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}.get(dtype)
+
+
+def _rounded(v: float) -> float:
+    return float(f"{v:.{CARD_DIGITS}g}")
+
+
 def _precision(text: Any) -> str | None:
     t = str(text or "").strip().lower()
     if not t or t in ("bf16", "bfloat16"):
@@ -134,9 +153,10 @@ def workload_of(src: CardSource, run: RunRecord, mc: dict[str, Any] | None) -> W
     gpn = res.gpus_per_node or run.environment.devices_per_node or 1
     if mc is not None:
         pdb, seq = _int(mc.get("per_device_batch_size")), _int(mc.get("max_target_length"))
-        prec = _precision(precision_of(mc))
+        prec = effective_precision(mc)
     else:
         kf = _key_fields(run.key)
+        # without a config the key's PRECISION label is all there is (the CLI says so on stderr)
         pdb, seq, prec = _int(kf.get("BS")), _int(kf.get("SL")), _precision(kf.get("PRECISION"))
     return Workload(
         model=res.model_label or "unnamed",
@@ -156,8 +176,9 @@ def standard_metrics(run: RunRecord) -> StandardMetrics:
     for short, full in _METRIC_NAMES.items():
         m = run.metric(full)
         v = m.value if m is not None else None
-        vals[short] = v if v is not None and math.isfinite(v) else None
-    return StandardMetrics(**vals)
+        vals[short] = _rounded(v) if v is not None and math.isfinite(v) else None
+    count = vals.pop("stall_count")
+    return StandardMetrics(**vals, stall_count=int(count) if count is not None else None)
 
 
 def run_date(run: RunRecord, res: Results) -> dt.date:

@@ -4,11 +4,12 @@ verified evidence, weak-scaling shape, index projection and summary."""
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cvs_tui.core.card.schema import (
     ALLOWED_KEY_EXCEPTIONS,
@@ -284,11 +285,36 @@ def card_rules(card: Card) -> list[str]:
     return out
 
 
+def _card_keys() -> set[str]:
+    """Every key name some part of a card may hold (the did-you-mean vocabulary)."""
+    names: set[str] = set()
+    todo: list[type[BaseModel]] = [Card]
+    while todo:
+        model = todo.pop()
+        for name, f in model.model_fields.items():
+            names.add(f.alias or name)
+            for arg in _model_args(f.annotation):
+                if arg not in todo:
+                    todo.append(arg)
+    return names
+
+
+def _model_args(tp: object) -> list[type[BaseModel]]:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    return [m for a in get_args(tp) for m in _model_args(a)]
+
+
 def _pydantic_lines(exc: ValidationError) -> list[str]:
     out = []
     for e in exc.errors():
         where = ".".join(str(x) for x in e["loc"]) or "card"
-        msg = "key not allowed in a card" if e["type"] == "extra_forbidden" else e["msg"]
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "key not allowed in a card"
+            near = difflib.get_close_matches(str(e["loc"][-1]), sorted(_card_keys()), n=1, cutoff=0.75)
+            if near:
+                msg += f"; did you mean {near[0]!r}?"
         out.append(f"{where}: {msg}")
     return out
 

@@ -36,7 +36,7 @@ HARDWARE_ALLOWLIST: tuple[str, ...] = (
 )
 STATUSES: tuple[str, ...] = ("verified", "unverified", "unsupported", "not_applicable")
 Status = Literal["verified", "unverified", "unsupported", "not_applicable"]
-Precision = Literal["bf16", "fp8"]
+Precision = Literal["bf16", "fp8", "fp32"]
 STANDARD_METRICS: tuple[str, ...] = (
     "tflops_per_sec_per_gpu",
     "tokens_per_sec_per_gpu",
@@ -81,6 +81,11 @@ class StandardMetrics(_M):
     tokens_per_sec_total: float | None = None
     step_time_p50_ms: float | None = None
     final_loss: float | None = None
+    # stalls and goodput (docs/metrics.md): shown beside the five, not part of STANDARD_METRICS
+    stall_count: int | None = None
+    stall_seconds: float | None = None
+    longest_stall_seconds: float | None = None
+    goodput_pct: float | None = None
 
     def not_finite(self) -> list[str]:
         out = []

@@ -24,6 +24,8 @@ from cvs_tui.core.compare.model import (
     MetricDelta,
     RunComparison,
     Verdict,
+    biggest_change,
+    headline_reason,
 )
 from cvs_tui.core.compare.samples import RunSamples, run_samples
 from cvs_tui.core.report.compare_html import render_html, write_html
@@ -43,8 +45,10 @@ __all__ = [
     "RunInput",
     "RunSamples",
     "Verdict",
+    "biggest_change",
     "compare",
     "compare_run",
+    "headline_reason",
     "load_input",
     "load_side",
     "loss_check",

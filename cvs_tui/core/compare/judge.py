@@ -443,6 +443,8 @@ def compare(
         ],
         only_base=[k for k in kb if k not in kc],
         only_candidate=[k for k in kc if k not in kb],
+        same_run=len(base) == len(cand)
+        and all(b.results == c.results for b, c in zip(base, cand, strict=True)),
     )
 
 

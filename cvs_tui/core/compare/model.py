@@ -111,6 +111,7 @@ class CompareReport:
     runs: list[RunComparison]
     only_base: list[str]
     only_candidate: list[str]
+    same_run: bool = False  # both sides hold the same results (a run compared with itself)
 
     @property
     def regressed(self) -> bool:
@@ -142,6 +143,25 @@ def _finite(x: Any) -> Any:
 _ORDER: dict[str, int] = {REGRESSED: 0, INCONCLUSIVE: 1, IMPROVED: 2, NO_CHANGE: 3, NOT_COMPARABLE: 4}
 
 
+def biggest_change(rc: RunComparison) -> MetricDelta | None:
+    """The judged metric whose Δ% is largest in size (None when no metric has a Δ%)."""
+    rows = [m for m in rc.metrics if m.delta_pct is not None and math.isfinite(m.delta_pct)]
+    return max(rows, key=lambda m: abs(m.delta_pct or 0.0), default=None)
+
+
+def headline_reason(rc: RunComparison) -> str:
+    """Why the run got its verdict, in one phrase: the rows that decided it, or the first doubt."""
+    if not rc.comparable:
+        return rc.banner[0] if rc.banner else "the environment fingerprints differ"
+    if rc.verdict in (REGRESSED, IMPROVED):
+        names = [m.label for m in rc.metrics if m.verdict == rc.verdict]
+        return f"{', '.join(names)} {rc.verdict.lower()}"
+    if rc.verdict == INCONCLUSIVE:
+        first = next((m for m in rc.metrics if m.verdict == INCONCLUSIVE and m.reason), None)
+        return first.reason if first else rc.loss.reason
+    return "every difference inside the noise band or below the practical threshold"
+
+
 def worst(vs: Sequence[Verdict]) -> Verdict:
     """The run's headline: a regression first, then doubt, then a gain; NOT COMPARABLE rows alone count
     only when nothing else was judged."""
@@ -158,5 +178,7 @@ __all__ = [
     "MetricDelta",
     "RunComparison",
     "Verdict",
+    "biggest_change",
+    "headline_reason",
     "worst",
 ]

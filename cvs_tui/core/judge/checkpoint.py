@@ -118,12 +118,13 @@ def _boundary(
         deltas = [abs(l2[s] - lo[s]) for s in shared]
         worst = max(range(len(shared)), key=lambda i: deltas[i])
         delta = deltas[worst]
-        where = f"max over {len(shared)} shared step(s), worst at step {shared[worst]} vs {label}"
+        where = f"max |Δloss| {delta:.3g} at step {shared[worst]} vs {label}"
     elif lo and l2:
         delta = abs(l2[min(l2)] - lo[max(lo)])
-        where = f"adjacent boundary: {label} step {max(lo)} vs phase 2 step {min(l2)}"
+        where = f"|Δloss| {delta:.3g} between {label} step {max(lo)} and phase 2 step {min(l2)}"
     else:
         delta, where = None, f"no finite losses to compare ({label} or phase 2 missing)"
+    bound = "≤" if delta is not None and delta <= tol else ">"
     return VerdictRecord(
         metric="checkpoint.boundary_loss_delta",
         status=FAIL if delta is None or delta > tol else PASS,
@@ -131,7 +132,7 @@ def _boundary(
         actual=delta,
         actual_text=format_number(delta),
         unit="loss",
-        message=f"{where} (loss_tolerance)",
+        message=f"{where} ({bound} loss_tolerance {tol:g})" if delta is not None else where,
         gated=True,
     )
 

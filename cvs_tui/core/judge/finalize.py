@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from cvs_tui import __version__
+from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
 from cvs_tui.core.judge.clock import line_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
@@ -238,6 +239,11 @@ def base_results(plan: Plan, *, source: Literal["live", "analyze"], hosts: Seque
         hosts=list(hosts),
         metric_definitions={k: d.definition for k, d in METRIC_DEFINITIONS.items()},
         window_definition=WINDOW_DEFINITION,
+        provenance=provenance.collect(
+            config_path=plan.config_path,
+            threshold_path=plan.threshold_path or None,
+            image=plan.container_image if plan.container_runtime != "host" else None,
+        ),
     )
 
 

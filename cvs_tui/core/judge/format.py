@@ -7,7 +7,9 @@ value through ``missing``: "—" in reports and verdicts, "-" in the terminal ta
 * ``grouped``: report.html: thousands separators, integers bare, else ``digits`` decimals;
 * ``compare``: compare's tables: 4 decimals for a loss, else 3 significant-ish digits by magnitude;
 * ``fixed``: the TUI's loss and step time: ``digits`` decimals, NaN/inf spelled out;
-* ``rate``: the TUI's throughput: 1.23M, 45.6k, 789.
+* ``rate``: the TUI's throughput: 1.23M, 45.6k, 789;
+* ``sig``: report.html and the verdict views: ``digits`` significant digits (3-4), thousands grouped,
+  integers bare: 7,275 · 28.29 · 0.03755.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-Style = Literal["metric", "grouped", "compare", "fixed", "rate"]
+Style = Literal["metric", "grouped", "compare", "fixed", "rate", "sig"]
 DASH = "—"
 
 
@@ -42,6 +44,14 @@ def format_number(
         if a >= 10:
             return f"{x:.1f}"
         return f"{x:.3f}" if a >= 1 or x == 0 else f"{x:.3g}"
+    if style == "sig":
+        if not math.isfinite(x):
+            return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+        if float(x).is_integer() and abs(x) < 1e15:
+            return f"{int(x):,}"
+        if abs(x) >= 10 ** (digits - 1):
+            return f"{x:,.0f}"
+        return f"{x:.{digits}g}"
     if style == "fixed":
         if not math.isfinite(x):
             return "NaN" if math.isnan(x) else ("inf" if x > 0 else "-inf")

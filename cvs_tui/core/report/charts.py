@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from matplotlib import rc_context
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from cvs_tui.core.results import RunRecord
+from cvs_tui.core.results import Results, RunRecord
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -87,6 +88,7 @@ def loss_chart(run: RunRecord) -> str | None:
         bad = [p.step for p in node.steps if p.loss is None]
         for i, s in enumerate(bad[:20]):
             ax.axvline(s, color="#c62828", lw=1.2, ls="--", label="NaN/Inf loss" if i == 0 else None)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         ax.set_title(f"Loss — {run.key}", loc="left", fontsize=10, color="#0f172a")
@@ -143,8 +145,48 @@ def step_time_chart(run: RunRecord) -> str | None:
         if hi > 0 and lo < float("inf") and hi / lo > 20:
             ax.set_yscale("log")
         extra = f" (first {MAX_NODE_LINES} of {len(nodes)} nodes)" if len(nodes) > MAX_NODE_LINES else ""
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step")
         ax.set_ylabel("seconds / step")
         ax.set_title(f"Step time — {run.key}{extra}", loc="left", fontsize=10, color="#0f172a")
         ax.legend(loc="upper right", fontsize=8, ncols=2)
         return _to_svg(fig, f"step time chart {run.key}")
+
+
+def _losses(run: RunRecord | None) -> list[tuple[int, float]]:
+    node = next((n for n in run.nodes if n.steps), None) if run is not None else None
+    return [(p.step, p.loss) for p in node.steps if p.loss is not None] if node is not None else []
+
+
+def resume_chart(results: Results) -> str | None:
+    """The checkpoint-resume evidence: the resumed run's (phase 2) loss drawn over the uninterrupted
+    reference, or over phase 1 when there is no reference; None without a phase 2 loss."""
+    by_kind = {r.kind: r for r in results.runs}
+    p2 = _losses(by_kind.get("ckpt_phase2"))
+    ref_run = by_kind.get("ckpt_reference") or by_kind.get("ckpt_phase1")
+    ref = _losses(ref_run)
+    if not p2 or not ref or ref_run is None:
+        return None
+    p1 = _losses(by_kind.get("ckpt_phase1")) if ref_run.kind == "ckpt_reference" else []
+    with rc_context(_STYLE):
+        fig = Figure(figsize=(7.2, 3.0), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot(*zip(*_thin(ref), strict=True), color="#94a3b8", lw=3.2, label=f"{ref_run.key} (reference)")
+        if p1:
+            ax.plot(*zip(*_thin(p1), strict=True), color=PALETTE[0], lw=1.4, label="CKPT-1 (before the save)")
+        ax.plot(
+            *zip(*_thin(p2, MAX_MARKERS), strict=True),
+            "o-",
+            ms=4,
+            lw=1.2,
+            color=PALETTE[1],
+            label="CKPT-2 (resumed)",
+        )
+        ax.axvline(p2[0][0] - 0.5, color="#475569", lw=1, ls=":", label="resume")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        title = "Checkpoint resume — resumed loss over the reference"
+        ax.set_title(title, loc="left", fontsize=10, color="#0f172a")
+        ax.legend(loc="upper right", fontsize=8)
+        return _to_svg(fig, "checkpoint resume chart")

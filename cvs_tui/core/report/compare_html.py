@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cvs_tui.core.compare.model import CompareReport, MetricDelta
+from cvs_tui.core.compare.model import CompareReport, MetricDelta, biggest_change, headline_reason
 from cvs_tui.core.judge.format import DASH, format_number, format_pct
 
 
@@ -15,7 +15,11 @@ def _fmt(x: float | None, unit: str = "") -> str:
 def render_html(report: CompareReport) -> str:
     from cvs_tui.core.report.html import environment
 
-    return environment().get_template("compare.html.j2").render(c=report, fmt=_fmt, pct=format_pct)
+    return (
+        environment()
+        .get_template("compare.html.j2")
+        .render(c=report, fmt=_fmt, pct=format_pct, biggest=biggest_change, reason=headline_reason)
+    )
 
 
 def write_html(report: CompareReport, path: str | Path) -> Path:

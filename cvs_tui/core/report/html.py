@@ -9,7 +9,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tui.core.judge.format import format_number
-from cvs_tui.core.report.charts import loss_chart, step_time_chart
+from cvs_tui.core.report import view
+from cvs_tui.core.report.charts import loss_chart, resume_chart, step_time_chart
 from cvs_tui.core.results import NodeHealthRecord, Results
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -28,6 +29,7 @@ def environment(*, html: bool = True) -> Environment:
     env.filters["when"] = fmt_time
     env.filters["secs"] = fmt_secs
     env.filters["mesh"] = fmt_mesh
+    env.filters["sig"] = view.sig
     return env
 
 
@@ -79,6 +81,8 @@ def render_html(results: Results) -> str:
         for run in results.runs
     }
     health_charts = {n.rank: telemetry_chart(n) for n in results.node_health}
+    provenance, missing = view.provenance_rows(results)
+    resume = resume_chart(results)
     return (
         environment()
         .get_template("report.html.j2")
@@ -90,6 +94,13 @@ def render_html(results: Results) -> str:
             passed=results.passed,
             failures=results.failures,
             last_step=last_step,
+            headline=view.headline(results),
+            headline_cols=view.HEADLINE,
+            verdicts={run.key: view.run_verdicts(run) for run in results.runs},
+            environments=view.environments(results),
+            provenance=provenance,
+            provenance_missing=missing,
+            resume_chart=Markup(resume) if resume else None,  # matplotlib's SVG, not log text
         )
     )
 

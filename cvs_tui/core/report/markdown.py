@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cvs_tui.core.report import view
 from cvs_tui.core.report.html import environment
 from cvs_tui.core.results import Results
 
@@ -17,5 +18,9 @@ def render_markdown(results: Results) -> str:
     env = environment(html=False)
     env.filters["cell"] = md_cell
     return env.get_template("summary.md.j2").render(
-        r=results, passed=results.passed, failures=results.failures, icon=ICON
+        r=results,
+        passed=results.passed,
+        failures=results.failures,
+        icon=ICON,
+        verdicts={run.key: view.run_verdicts(run) for run in results.runs},
     )
