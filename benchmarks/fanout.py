@@ -14,11 +14,13 @@ to the live run's own ingestion (``RunExecution._ingest``: the run-folder copy, 
 :class:`RunState` and published on an :class:`EventBus` that writes ``events.jsonl``.
 
 Printed: CPU time of this process (``resource.getrusage``, user + system) over the streaming window,
-as a share of one core, per node and per line; the latency from a line's write to its ``StepEvent``
-in the core, p50/p95/max (the nodes share this machine's monotonic clock); lines lost (written but no
-event; must be 0), whether every run-folder copy is byte-identical to its node's file, and the
-process's peak RSS. The remote ``tail`` and sshd processes are the nodes' cost, not counted here.
-Upstream CVS reads nodes one after another every 60 s: its latency is 60-120 s by design.
+per line and as a share of one core at the written line rate (CPU per line x lines per second: on a
+busy machine the window stretches while the work per line does not), with the wall time; the
+latency from a line's write to its ``StepEvent`` in the core, p50/p95/max (the nodes share this
+machine's monotonic clock); lines lost (written but no event; must be 0), whether every run-folder
+copy is byte-identical to its node's file, and the process's peak RSS. The remote ``tail`` and sshd
+processes are the nodes' cost, not counted here. Upstream CVS reads nodes one after another every
+60 s: its latency is 60-120 s by design.
 """
 
 from __future__ import annotations
@@ -197,10 +199,11 @@ async def main() -> int:
         f"events: {got} step events for {lines} lines written; lines lost: {lines - got}; "
         f"run-folder copies byte-identical: {'yes' if identical else 'NO'}"
     )
+    demand = cpu / args.seconds  # the core's CPU per second of streaming at this line rate
     print(
-        f"core CPU: {cpu:.2f} s over {wall:.1f} s = {100 * cpu / wall:.1f}% of one core "
-        f"({100 * cpu / wall / args.nodes:.2f}% per node, {1e6 * cpu / lines:.0f} us per line); "
-        f"max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
+        f"core CPU: {1e6 * cpu / lines:.0f} us per line = {100 * demand:.1f}% of one core at "
+        f"{args.nodes * args.rate:g} lines/s ({100 * demand / args.nodes:.3f}% per node); "
+        f"{cpu:.2f} s over {wall:.1f} s of wall time; max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
     )
     print(
         f"line -> event latency: p50 {1000 * pct(lat, 50):.1f} ms, p95 {1000 * pct(lat, 95):.1f} ms, "
