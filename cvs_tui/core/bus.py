@@ -49,7 +49,7 @@ class EventBus:
             q.put_nowait(ev)
         if self._fh is not None and not isinstance(ev, LogLinesEvent):
             try:
-                self._fh.write(json.dumps(plain_event(ev), default=str, allow_nan=True) + "\n")
+                self._fh.write(_ENCODER.encode(plain_event(ev)) + "\n")
                 if not isinstance(ev, NodeLogEvent):
                     self._fh.flush()
                 elif not self._flush_due:
@@ -112,8 +112,9 @@ class EventBus:
 
 
 _END = object()
-_FIELDS: dict[type, tuple[str, ...]] = {}  # dataclass -> its field names, looked up once
+_ENCODER = json.JSONEncoder(default=str, allow_nan=True)  # json.dumps builds one per call with options
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_KINDS: dict[type, tuple[str, ...] | str] = {}  # type -> its dataclass field names, "list", "dict", "leaf"
 
 
 def plain_event(ev: RunEvent) -> dict[str, Any]:
@@ -123,17 +124,33 @@ def plain_event(ev: RunEvent) -> dict[str, Any]:
     return d
 
 
+def _kind(v: Any) -> tuple[str, ...] | str:
+    if is_dataclass(v) and not isinstance(v, type):
+        k: tuple[str, ...] | str = tuple(f.name for f in fields(v))
+    elif isinstance(v, list | tuple):
+        k = "list"
+    elif isinstance(v, dict):
+        k = "dict"
+    else:
+        k = "leaf"  # enums (their value in JSON), anything else as default=str writes it
+    _KINDS[type(v)] = k
+    return k
+
+
 def _plain(v: Any) -> Any:
-    t = type(v)
-    if t in _SCALARS:
+    if type(v) in _SCALARS:
         return v
-    names = _FIELDS.get(t)
-    if names is None and is_dataclass(v) and not isinstance(v, type):
-        names = _FIELDS[t] = tuple(f.name for f in fields(v))
-    if names is not None:
-        return {n: _plain(getattr(v, n)) for n in names}
-    if isinstance(v, list | tuple):
+    k = _KINDS.get(type(v))
+    if k is None:
+        k = _kind(v)
+    if isinstance(k, tuple):
+        d = {}
+        for name in k:
+            x = getattr(v, name)
+            d[name] = x if type(x) in _SCALARS else _plain(x)
+        return d
+    if k == "list":
         return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v  # enums (their value in JSON), anything else as default=str writes it
+    if k == "dict":
+        return {key: _plain(x) for key, x in v.items()}
+    return v
