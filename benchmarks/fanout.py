@@ -1,27 +1,33 @@
 """Fan-out: many nodes streaming at once through the live path; core CPU use and line -> event latency.
 
-    python benchmarks/fanout.py [--nodes 64] [--rate 20] [--seconds 20]
+    python benchmarks/fanout.py [--nodes 64] [--rate 20] [--seconds 20] [--profile out.prof]
 
 Needs the test infrastructure (``.ci/infra.sh up``; reads ``$CVS_TEST_ROOT/env``, default
 ``/tmp/cvs-ci/env``). Each emulated node is one SSH connection (asyncssh) to the loopback sshd nodes
-(127.0.0.2, 127.0.0.3, ... in turn), so 64 nodes are 64 connections, 32 per sshd with two nodes up.
+(127.0.0.2, 127.0.0.3, ... in turn), so 512 nodes are 512 connections, 256 per sshd with two nodes up
+(opened at most ``CONNECTS`` at a time: sshd drops unauthenticated connections past its MaxStartups).
 A separate writer process appends a MaxText step line to each node's file ``--rate`` times a second
 (staggered across nodes) and records when it wrote each one. This process follows every file the
-way a live run does: one :class:`LogTailer` per node (``tail -c +N -F`` over SSH), each chunk
-appended to a run-folder copy, fed to a :class:`NodeLogParser`, every parser event folded into a
+way a live run does: one :class:`LogTailer` per node (``tail -c +N -F`` over SSH), each chunk handed
+to the live run's own ingestion (``RunExecution._ingest``: the run-folder copy, line split and
+``LogLinesEvent``, the parser, one ``NodeLogEvent`` per parsed event), every event folded into a
 :class:`RunState` and published on an :class:`EventBus` that writes ``events.jsonl``.
 
 Printed: CPU time of this process (``resource.getrusage``, user + system) over the streaming window,
-as a share of one core, per node and per line; and the latency from a line's write to its
-``StepEvent`` in the core, p50/p95/max (the nodes share this machine's monotonic clock). The remote
-``tail`` and sshd processes are the nodes' cost, not counted here. Upstream CVS reads nodes one after
-another every 60 s: its latency is 60-120 s by design.
+per line and as a share of one core at the written line rate (CPU per line x lines per second: on a
+busy machine the window stretches while the work per line does not), with the wall time; the
+latency from a line's write to its ``StepEvent`` in the core, p50/p95/max (the nodes share this
+machine's monotonic clock); lines lost (written but no event; must be 0), whether every run-folder
+copy is byte-identical to its node's file, and the process's peak RSS. The remote ``tail`` and sshd
+processes are the nodes' cost, not counted here. Upstream CVS reads nodes one after another every
+60 s: its latency is 60-120 s by design.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import resource
@@ -31,17 +37,23 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _runner_infra import load_infra
 
 from cvs_tui.core.bus import EventBus
-from cvs_tui.core.events import NodeLogEvent, StepEvent
+from cvs_tui.core.events import NodeLogEvent, RunEvent, StepEvent
 from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.runner.execute import RankLog, RunExecution
 from cvs_tui.core.runner.tail import LogTailer
 from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.watchdog import NodeWatch
 from cvs_tui.core.state import RunState
+
+CONNECTS = 64  # SSH connections opened at once (the test sshd's MaxStartups is 200)
 
 # The writer runs as its own process so that its work is not counted as the core's.
 WRITER = r"""
@@ -80,6 +92,7 @@ async def main() -> int:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--rate", type=float, default=20.0, help="lines per second per node")
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the streaming window into FILE")
     args = ap.parse_args()
     infra = load_infra()
     if infra is None:
@@ -92,56 +105,82 @@ async def main() -> int:
     paths = [str(d / f"node{i}.log") for i in range(args.nodes)]
     for p in paths:
         Path(p).write_bytes(b"")
+    hosts = [infra.nodes[i % len(infra.nodes)] for i in range(args.nodes)]
     transports = [
-        SSHTransport(
-            infra.nodes[i % len(infra.nodes)],
-            port=infra.port,
-            user=infra.user,
-            key_file=infra.key,
-            known_hosts=infra.known_hosts,
-        )
-        for i in range(args.nodes)
+        SSHTransport(h, port=infra.port, user=infra.user, key_file=infra.key, known_hosts=infra.known_hosts)
+        for h in hosts
     ]
     expected = int(args.seconds * args.rate)
     arrived: list[dict[int, float]] = [{} for _ in range(args.nodes)]
     bus = EventBus(local / "events.jsonl")
     state = RunState()
+
+    def emit(ev: RunEvent) -> None:  # what the suite's emit does: fold, then publish
+        state.apply(ev)
+        bus.publish(ev)
+        if isinstance(ev, NodeLogEvent) and isinstance(ev.event, StepEvent):
+            arrived[ev.node][ev.event.step] = time.monotonic()
+
+    # the live run's ingestion; this plan stand-in carries only what ingestion reads (the hosts)
+    plan: Any = SimpleNamespace(nodes=[SimpleNamespace(host=h) for h in hosts], error_patterns=())
+    unused: Any = None  # ingestion neither launches nor reads options
+    ex = RunExecution(plan=plan, launcher=unused, options=unused, run_dir=local, emit=emit, records={})
+    pr: Any = SimpleNamespace(key="fanout")
+    ranks = [
+        RankLog(
+            watch=NodeWatch(rank=i, host=hosts[i], last_progress=time.time()),
+            local_log=local / f"node{i}.log",
+            parser=NodeLogParser(),
+        )
+        for i in range(args.nodes)
+    ]
+    for r in ranks:
+        r.local_log.write_bytes(b"")
     tailers = [LogTailer(t, p) for t, p in zip(transports, paths, strict=True)]
 
     async def follow(i: int) -> None:
-        parser = NodeLogParser()
-        copy = local / f"node{i}.log"
         async for chunk in tailers[i].chunks():
-            with copy.open("ab") as fh:  # the run folder's byte-for-byte copy, as the live run keeps it
-                fh.write(chunk)
-            for ev in parser.feed(chunk):
-                wrapped = NodeLogEvent(run="fanout", node=i, event=ev)
-                state.apply(wrapped)
-                bus.publish(wrapped)
-                if isinstance(ev, StepEvent):
-                    arrived[i][ev.step] = time.monotonic()
+            ex._ingest(pr, ranks[i], chunk)
             if len(arrived[i]) >= expected:
                 tailers[i].stop()
 
+    gate = asyncio.Semaphore(CONNECTS)
+
+    async def connect(t: SSHTransport) -> None:
+        async with gate:
+            await t.connect()
+
+    prof = cProfile.Profile() if args.profile else None
     try:
         t0 = time.perf_counter()
-        await asyncio.gather(*(t.connect() for t in transports))
+        await asyncio.gather(*(connect(t) for t in transports))
         print(
             f"{args.nodes} nodes: {args.nodes} SSH connections to {', '.join(infra.nodes)} port {infra.port} "
             f"(connected in {time.perf_counter() - t0:.1f} s); {args.rate:g} lines/s per node for "
             f"{args.seconds:g} s = {args.nodes * expected} lines"
         )
         readers = [asyncio.create_task(follow(i)) for i in range(args.nodes)]
-        await asyncio.sleep(1.0)  # every stream open before the first line
+        await asyncio.sleep(1.0 + args.nodes / 200)  # every stream open before the first line
         out = local / "written.json"
+        if prof is not None:
+            prof.enable()
         ru0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", WRITER, json.dumps(paths), str(args.rate), str(args.seconds), str(out)
         )
         await writer.wait()
-        await asyncio.wait_for(asyncio.gather(*readers), 60)
+        await asyncio.wait(readers, timeout=60)
         ru1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(args.profile)
+        for t in tailers:
+            t.stop()
+        await asyncio.gather(*readers, return_exceptions=True)
         written = json.loads(out.read_text())
+        identical = all(
+            Path(p).read_bytes() == r.local_log.read_bytes() for p, r in zip(paths, ranks, strict=True)
+        )
     finally:
         bus.close()
         for t in transports:
@@ -149,23 +188,29 @@ async def main() -> int:
         shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(local, ignore_errors=True)
 
-    lat = [arrived[i][s] - written[i][s] for i in range(args.nodes) for s in range(expected)]
+    lat = [
+        arrived[i][s] - written[i][s] for i in range(args.nodes) for s in range(expected) if s in arrived[i]
+    ]
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     wall = w1 - w0
     lines = args.nodes * expected
     got = sum(len(a) for a in arrived)
-    print(f"events: {got} step events received for {lines} lines written")
     print(
-        f"core CPU: {cpu:.2f} s over {wall:.1f} s = {100 * cpu / wall:.1f}% of one core "
-        f"({100 * cpu / wall / args.nodes:.2f}% per node, {1e6 * cpu / lines:.0f} us per line); "
-        f"max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
+        f"events: {got} step events for {lines} lines written; lines lost: {lines - got}; "
+        f"run-folder copies byte-identical: {'yes' if identical else 'NO'}"
+    )
+    demand = cpu / args.seconds  # the core's CPU per second of streaming at this line rate
+    print(
+        f"core CPU: {1e6 * cpu / lines:.0f} us per line = {100 * demand:.1f}% of one core at "
+        f"{args.nodes * args.rate:g} lines/s ({100 * demand / args.nodes:.3f}% per node); "
+        f"{cpu:.2f} s over {wall:.1f} s of wall time; max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
     )
     print(
         f"line -> event latency: p50 {1000 * pct(lat, 50):.1f} ms, p95 {1000 * pct(lat, 95):.1f} ms, "
         f"max {1000 * max(lat):.1f} ms (upstream CVS: 60-120 s)"
     )
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    return 0
+    return 0 if got == lines and identical else 1
 
 
 if __name__ == "__main__":

@@ -223,6 +223,7 @@ class RunState:
         self.events_seen = 0
         self.version = 0  # bumped on every change; screens redraw when it moved
         self._error_seq = 0
+        self._lowest: dict[str, tuple[int, int]] = {}  # run -> (nodes seen, lowest rank among them)
 
     # -- queries -------------------------------------------------------------------------------------
     @property
@@ -352,6 +353,14 @@ class RunState:
                 nv.last_line = text[:MAX_LINE_CHARS]
                 break
 
+    def _lowest_rank(self, rv: RunView) -> int:
+        """``min(rv.nodes)``, recomputed only when a node was added (once per step per node, it was
+        the reducer's biggest cost at hundreds of nodes)."""
+        known = self._lowest.get(rv.key)
+        if known is None or known[0] != len(rv.nodes):
+            known = self._lowest[rv.key] = (len(rv.nodes), min(rv.nodes))
+        return known[1]
+
     def _apply_log_event(self, ev: NodeLogEvent) -> None:
         rv = self.run(ev.run)
         nv = rv.node(ev.node)
@@ -361,7 +370,7 @@ class RunState:
             nv.loss = le.loss
             if math.isfinite(le.loss):
                 nv.losses.append(le.loss)
-                if ev.node == min(rv.nodes):
+                if ev.node == self._lowest_rank(rv):
                     rv.loss_curve[le.step] = le.loss
             if le.kind is StepKind.TRAIN and le.seconds is not None:
                 nv.step_seconds = le.seconds

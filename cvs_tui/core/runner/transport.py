@@ -422,6 +422,23 @@ def _ssh_status(t: SSHTransport, proc: asyncssh.SSHClientProcess, cmd: str) -> i
     raise ConnectionLostError(f"{t.name}: no exit status for `{cmd}` (connection lost?)")
 
 
+# AES-GCM first (then asyncssh's defaults, so any server still agrees on one): asyncssh's
+# chacha20-poly1305 builds cipher contexts for every packet, and a streamed log line is a packet.
+_FAST_CIPHERS = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
+_CIPHERS_LINE = re.compile(r"^\s*ciphers\b", re.IGNORECASE | re.MULTILINE)
+
+
+def _config_sets_ciphers(paths: list[str]) -> bool:
+    """Whether an SSH config file names its own ciphers (then its choice stands, not ours)."""
+    for p in paths:
+        try:
+            if _CIPHERS_LINE.search(Path(p).expanduser().read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class SSHTransport:
     """One node over SSH: a single connection, reused by every command and stream, re-opened after a drop."""
 
@@ -475,6 +492,8 @@ class SSHTransport:
             "keepalive_interval": self.keepalive_interval,
             "keepalive_count_max": self.keepalive_count_max,
         }
+        if not _config_sets_ciphers(self.ssh_config or ["~/.ssh/config"]):
+            opts["encryption_algs"] = _FAST_CIPHERS
         if self.port is not None:
             opts["port"] = self.port
         if self.user is not None:
