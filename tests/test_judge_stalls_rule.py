@@ -118,6 +118,15 @@ def test_six_step_run_with_one_stall() -> None:
     assert report.exclusions() == {4: "stall: 20 s against a median of 0.15 s, unexplained"}
 
 
+def test_goodput_of_a_node_faster_than_the_run_is_100_not_more() -> None:
+    """The run's steady step time is its slowest node's: a faster node lost no time, so 100 %."""
+    fast = find_stalls(_steps([1.0, 1.0, 1.0] + [0.10] * 20))
+    slow = find_stalls(_steps([1.0, 1.0, 1.0] + [0.12] * 20))
+    assert fast.goodput_pct(0.12) == 100.0
+    assert math.isclose(slow.goodput_pct(0.12) or 0, 100.0)
+    assert math.isclose(run_stalls([fast, slow], steady_step_seconds=0.12).goodput_pct or 0, 100.0)
+
+
 def test_too_few_steps_for_a_baseline() -> None:
     report = find_stalls(_steps([1.0, 1.0, 1.0, 1.0, 50.0]))
     assert report.judged_steps == 2 and report.median_seconds is None and report.stall_count == 0

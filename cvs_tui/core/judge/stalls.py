@@ -141,11 +141,13 @@ class StallReport:
         return max((s.excess for s in self.stalls), default=0.0)
 
     def goodput_pct(self, steady_step_seconds: float | None = None) -> float | None:
-        """100 * judged steps * steady step time / wall_seconds; None without steps or a step time."""
+        """100 * judged steps * steady step time / wall_seconds, at most 100; None without steps or a step
+        time. The run's steady step time can exceed a fast node's own mean (the run waits for its slowest
+        node): that node lost no time, so 100 %, never more."""
         s = self.steady_step_seconds if steady_step_seconds is None else steady_step_seconds
         if s is None or self.wall_seconds <= 0 or not self.judged_steps:
             return None
-        return 100.0 * self.judged_steps * s / self.wall_seconds
+        return min(100.0, 100.0 * self.judged_steps * s / self.wall_seconds)
 
     def exclusions(self) -> dict[int, str]:
         """{step: reason} for the steady-state window (seconds stalls only: a log gap's step kept its

@@ -102,13 +102,13 @@ def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = 
         if explicit is not None:
             # the work runs after S's dispatch, inside S+1's interval; pipelining then hands S+2 a
             # catch-up interval that is too short
-            reason = f"interval near an {what} at step {explicit} (line {ev.line})"
+            reason = f"interval near {_article(what)} {what} at step {explicit} (line {ev.line})"
             for k in range(3):
                 drop(explicit + k, reason)
         else:
             # no step named: go by position (a step line is written at least one step late)
             base = -1 if last_step is None else last_step
-            reason = f"interval holds an {what} (line {ev.line}, after the line of step {base})"
+            reason = f"interval holds {_article(what)} {what} (line {ev.line}, after the line of step {base})"
             for k in (1, 2, 3):
                 drop(base + k, reason)
     for i, ev in enumerate(timed):
@@ -135,3 +135,7 @@ def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = 
 
 
 __all__ = ["MIN_CLEAN_STEPS", "WARMUP_STEPS", "WINDOW_DEFINITION", "NodeWindow", "node_window"]
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1] in "aeiou" else "a"
