@@ -115,7 +115,12 @@ async def main(args: argparse.Namespace) -> None:
         idle_cpu = (cpu_seconds() - cpu1) / (time.monotonic() - t1)
         lines = sum(nv.lines.next_line - 1 for nv in app.view.runs["BENCH"].nodes.values())
     lat = sorted(latencies)
-    print(f"stream: {args.nodes} nodes x {args.rate} lines/s for {args.seconds:.0f} s = {lines} lines")
+    wanted = args.nodes * args.rate * args.seconds
+    print(
+        f"stream: {args.nodes} nodes x {args.rate} lines/s for {args.seconds:.0f} s = {lines} lines"
+        f" ({lines / wanted * 100:.0f} % of the {wanted:.0f} asked for; below 100 % the app fell behind"
+        " or the machine was busy)"
+    )
     print(
         f"key-to-screen latency over {len(lat)} presses: p50 {statistics.median(lat) * 1e3:.1f} ms, "
         f"p95 {lat[int(len(lat) * 0.95) - 1] * 1e3:.1f} ms, max {lat[-1] * 1e3:.1f} ms"

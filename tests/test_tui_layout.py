@@ -79,7 +79,6 @@ async def test_verdict_status_and_key_columns_fit(size: tuple[int, int], settle:
         text = screen_text(app)
         lines = text.splitlines()
         assert lines[1].lstrip().startswith("suite FAILED"), lines[:3]
-        print(text)
         # the suite is at its last run, which stopped at step index 3 on the NaN node: 4 steps done
         assert "viewing" not in lines[1] and "run LR_1E6 step 4/20" in lines[1]
         for col in ("node", "status", "health", "steps", "lag", "errors"):

@@ -65,6 +65,10 @@ class DashboardScreen(RunViewScreen):
     # The node table holds the focus here, outside the log pane, so the pane's own keys are bound on the
     # screen as well (same Binding objects, same order in the footer) and handed to the pane below.
     BINDINGS: ClassVar[list[BindingType]] = [
+        # the app's screens first, so the footer still shows them at 80 columns (F6)
+        Binding("question_mark,f1", "app.help", "Help"),
+        Binding("e", "app.errors", "Errors"),
+        Binding("v", "app.verdicts", "Verdicts"),
         LogPane.FOLLOW,
         LogPane.RESUME,
         Binding("a", "toggle_merged", "All nodes"),
@@ -73,7 +77,8 @@ class DashboardScreen(RunViewScreen):
         Binding("l,enter", "open_node_log", "Node log"),
         Binding("left_square_bracket", "prev_run", "Prev run", show=False),
         Binding("right_square_bracket", "next_run", "Next run", show=False),
-        LogPane.EXPORT,
+        # out of the footer so that Help, Errors and Verdicts still fit at 80 columns (listed in help)
+        Binding("ctrl+s,x", "export", "Export", show=False),
         Binding("n", "find_node", "Find node", show=False),
         LogPane.WRAP,
     ]

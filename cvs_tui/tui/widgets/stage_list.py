@@ -84,7 +84,7 @@ class StageList(Static):
             lines.append(None)
             widest = max(widest, len(key) + 2 + len(pct))
         self._line_stage = lines
-        self.content_width = widest + 2
+        self.content_width = widest + 3  # padding and the right border
         self.update(text)
         self.call_after_refresh(self._keep_viewed_in_view)
 
