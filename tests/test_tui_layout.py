@@ -256,3 +256,25 @@ async def test_older_lines_are_read_back_from_the_node_log(
         shown = list(p.log_widget.lines)
         assert shown[0] == "line 1" and shown[-1] == "line 300" and len(shown) == 300
         assert "read back from node0.log" in str(p.query_one("#log-status").render())
+
+
+async def test_the_viewed_run_stays_in_view(settle: Settle) -> None:
+    """`[` to a run above the fold scrolls the run list to it (F5)."""
+    from cvs_tui.core.events import RunEndEvent, RunOutcome
+
+    evs: list[RunEvent] = []
+    for i in range(14):
+        key = f"BS={i},PRECISION=BF16,SL=128"
+        evs += [RunStartEvent(key, 5, ("h0",), at=CLOCK), RunEndEvent(key, RunOutcome.COMPLETE, at=CLOCK)]
+    app = make_app(evs)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "✔ BS=13,PRECISION=BF16,SL=128" in screen_text(app)  # the list scrolled to the last run
+        for _ in range(13):
+            await pilot.press("left_square_bracket")
+        await pilot.pause(0.2)
+        app.refresh_now()
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert app.dashboard.viewed_run == "BS=0,PRECISION=BF16,SL=128"
+        assert "✔ BS=0,PRECISION=BF16,SL=128" in text and "viewing BS=0," in text
