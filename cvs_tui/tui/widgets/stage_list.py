@@ -29,7 +29,7 @@ class StageList(Static):
     """Stages in the order they were announced (without the per-run ones), then the runs."""
 
     DEFAULT_CSS = """
-    StageList { width: 34; padding: 0 1; overflow-y: auto; overflow-x: hidden; text-wrap: nowrap;
+    StageList { width: 34; height: 100%; padding: 0 1; overflow: hidden; text-wrap: nowrap;
                 text-overflow: ellipsis; }
     """
 
@@ -43,6 +43,8 @@ class StageList(Static):
         self._line_stage: list[str | None] = []  # what each line shows (a stage name, or None)
         self.content_width = 20  # the widest line, padding included (the dashboard sizes the panel)
         self._viewed_line = 0
+        self._start = 0  # first line shown: the list is windowed so that the viewed run stays on screen
+        self._text = Text()
 
     def show(self, view: RunState, viewed_run: str | None, *, ascii_only: bool, selected: str | None) -> None:
         # one line per stage and run, the outcome glyph first; reasons go to the dashboard's detail line
@@ -85,22 +87,28 @@ class StageList(Static):
             widest = max(widest, len(key) + 2 + len(pct))
         self._line_stage = lines
         self.content_width = widest + 3  # padding and the right border
-        self.update(text)
-        self.call_after_refresh(self._keep_viewed_in_view)
+        self._text = text
+        self._show_window()
 
-    def _keep_viewed_in_view(self) -> None:
-        """The viewed run's line stays on screen (e.g. after `[`/`]` to a run below the fold)."""
-        height = self.scrollable_content_region.height
+    def _show_window(self) -> None:
+        """Show the lines from :attr:`_start`, moved so the viewed run's line is on screen (F5)."""
+        parts = self._text.split("\n")
+        height = max(1, self.size.height)
         line = self._viewed_line
-        if height <= 0:
-            return
-        if line < self.scroll_y:
-            self.scroll_to(y=line, animate=False, immediate=True)
-        elif line >= self.scroll_y + height:
-            self.scroll_to(y=line - height + 1, animate=False, immediate=True)
+        if line < self._start:
+            self._start = line
+        elif line >= self._start + height:
+            self._start = line - height + 1
+        self._start = max(0, min(self._start, max(0, len(parts) - height)))
+        self.update(
+            Text("\n", no_wrap=True, overflow="ellipsis").join(parts[self._start : self._start + height])
+        )
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self._show_window()
 
     def on_click(self, event: events.Click) -> None:
-        row = int(self.scroll_y) + event.y
+        row = self._start + event.y
         if 0 <= row < len(self._line_stage):
             stage = self._line_stage[row]
             if stage is not None:
