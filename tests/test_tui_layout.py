@@ -31,7 +31,8 @@ from cvs_tui.render.incidents import group_incidents
 from cvs_tui.tui.app import CvsApp
 from cvs_tui.tui.screens.dashboard import cut_words
 from cvs_tui.tui.screens.errors import ErrorsScreen
-from cvs_tui.tui.widgets.log_pane import LevelHighlighter, LogPane, wrap_line
+from cvs_tui.tui.widgets.log_lines import LevelHighlighter, wrap_line
+from cvs_tui.tui.widgets.log_pane import LogPane
 from cvs_tui.tui.widgets.node_table import NodeTable
 from cvs_tui.tui.widgets.run_header import header_line
 
