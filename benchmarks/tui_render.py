@@ -2,8 +2,11 @@
 
 Measures key-to-screen latency (a key event posted to the app until its effect, the node cursor moving,
 has been handled and the screen repainted after it), the CPU
-used by the process while the stream runs, idle CPU with the finished run on screen, and memory.
+used by the process while the stream runs, idle CPU with the finished run on screen, and memory: RSS
+sampled every ``--rss-every`` seconds, so a long run shows whether it stays flat once the per-node ring
+buffers are full (older lines stay on disk and are read back when the user scrolls up).
 
+    .venv/bin/python benchmarks/tui_render.py                      # 256 nodes x 20 lines/s, 120 s
     .venv/bin/python benchmarks/tui_render.py --nodes 64 --rate 50 --seconds 60
 """
 
@@ -82,8 +85,10 @@ async def main(args: argparse.Namespace) -> None:
     done = asyncio.Event()
     app = CvsApp(stream(args.nodes, args.rate, args.seconds, done), title="bench")
     latencies: list[float] = []
+    rss: list[tuple[float, float]] = []  # (seconds since start, RSS MiB)
     async with app.run_test(size=(160, 48)) as pilot:
         cpu0, t0 = cpu_seconds(), time.monotonic()
+        rss.append((0.0, rss_mib()))
         table = app.dashboard.query_one(NodeTable)
         i = 0
         while not done.is_set():
@@ -100,6 +105,8 @@ async def main(args: argparse.Namespace) -> None:
             await painted
             latencies.append(time.perf_counter() - k0)
             i += 1
+            if time.monotonic() - t0 >= rss[-1][0] + args.rss_every:
+                rss.append((time.monotonic() - t0, rss_mib()))
         busy_cpu = (cpu_seconds() - cpu0) / (time.monotonic() - t0)
         await pilot.pause(0.5)
         rss_end = rss_mib()
@@ -108,7 +115,12 @@ async def main(args: argparse.Namespace) -> None:
         idle_cpu = (cpu_seconds() - cpu1) / (time.monotonic() - t1)
         lines = sum(nv.lines.next_line - 1 for nv in app.view.runs["BENCH"].nodes.values())
     lat = sorted(latencies)
-    print(f"stream: {args.nodes} nodes x {args.rate} lines/s for {args.seconds:.0f} s = {lines} lines")
+    wanted = args.nodes * args.rate * args.seconds
+    print(
+        f"stream: {args.nodes} nodes x {args.rate} lines/s for {args.seconds:.0f} s = {lines} lines"
+        f" ({lines / wanted * 100:.0f} % of the {wanted:.0f} asked for; below 100 % the app fell behind"
+        " or the machine was busy)"
+    )
     print(
         f"key-to-screen latency over {len(lat)} presses: p50 {statistics.median(lat) * 1e3:.1f} ms, "
         f"p95 {lat[int(len(lat) * 0.95) - 1] * 1e3:.1f} ms, max {lat[-1] * 1e3:.1f} ms"
@@ -118,13 +130,18 @@ async def main(args: argparse.Namespace) -> None:
     print(f"idle CPU with the finished run on screen ({idle_s:.0f} s): {idle_cpu * 100:.2f} % of a core")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"memory: RSS {rss_end:.0f} MiB at the end; peak {peak:.0f} MiB")
+    print("RSS over time: " + ", ".join(f"{t:.0f}s {m:.0f}" for t, m in rss) + " MiB")
+    half = [m for t, m in rss if t >= args.seconds / 2]
+    if len(half) >= 2:
+        print(f"RSS change over the second half: {half[-1] - half[0]:+.0f} MiB")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=64)
-    ap.add_argument("--rate", type=int, default=50, help="lines per second per node")
-    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--nodes", type=int, default=256)
+    ap.add_argument("--rate", type=int, default=20, help="lines per second per node")
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--rss-every", type=float, default=10.0, help="seconds between RSS samples")
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--key-interval", type=float, default=0.5, help="seconds between key presses")
     asyncio.run(main(ap.parse_args()))

@@ -96,7 +96,8 @@ async def test_console_prints_progress_errors_and_verdicts() -> None:
     assert "run R failed: NaN loss" in out
     assert "training.final_loss" in out and "FAIL" in out and "suite FAILED" in out
     assert "report: out/report.html" in out
-    assert "R node  0 training  step 3/10 loss 4.700 2.000 s/step 300 tok/s/dev" in out
+    # steps 0..3 logged: 4 steps completed (the one counter of issue 19 item 3)
+    assert "R node  0 training  step 4/10 loss 4.700 2.000 s/step 300 tok/s/dev" in out
 
 
 def test_console_progress_only_when_something_moved() -> None:

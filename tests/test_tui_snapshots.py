@@ -6,6 +6,7 @@ deliberate UI change: review `snapshot_report.html`, then rerun with `--snapshot
 
 from __future__ import annotations
 
+import pytest
 from conftest import Settle
 from tui_streams import CLOCK, paced, suite_events
 
@@ -46,3 +47,10 @@ def test_verdicts_screen(snap_compare, settle: Settle, no_cursor_blink: None) ->
         await pilot.pause(0.1)
 
     assert snap_compare(_app(1.0), run_before=run_before, terminal_size=SIZE)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_dashboard_finished_at_size(snap_compare, settle: Settle, no_cursor_blink: None, size) -> None:  # type: ignore[no-untyped-def]
+    """The finished, failed suite: verdict and status line on top, lag/errors/health columns kept,
+    each run once with its outcome glyph first, the failed run's reason on the detail line."""
+    assert snap_compare(_app(1.0), run_before=settle, terminal_size=size)

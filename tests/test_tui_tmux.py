@@ -97,7 +97,7 @@ def test_attach_follows_a_run_folder_in_tmux(tmp_path: Path) -> None:
             fh.write("completed step: 3, loss: 4.250\n")
         _append(events, NodeLogEvent("DEMO", 0, StepEvent(3, 4.25, 2, seconds=0.5)))
         tmux.wait_for("completed step: 3")
-        tmux.wait_for("3/20")
+        tmux.wait_for("4/20")  # step index 3 logged: 4 steps completed
         tmux.run("send-keys", "-t", tmux.session, "a")  # merged view, node prefixes
         tmux.wait_for("[n01] booting node one")
         tmux.run("send-keys", "-t", tmux.session, "?")
@@ -108,6 +108,44 @@ def test_attach_follows_a_run_folder_in_tmux(tmp_path: Path) -> None:
         )
         tmux.wait_for("suite PASSED")
         tmux.run("send-keys", "-t", tmux.session, "q")  # a finished run: leaves at once
+        tmux.wait_for("EXITED=0")
+    finally:
+        tmux.run("kill-server")
+
+
+def test_attach_at_80x24_shows_the_verdict_and_key_columns(tmp_path: Path) -> None:
+    """The smallest common terminal: the status line with the verdict stays, as do lag and errors."""
+    events = tmp_path / "events.jsonl"
+    logs = tmp_path / "logs" / "BS=2,PRECISION=BF16,SL=128"
+    logs.mkdir(parents=True)
+    key = "BS=2,PRECISION=BF16,SL=128"
+    _append(
+        events,
+        StageEvent("preflight", StageState.PASSED),
+        StageEvent("tokenizer", StageState.SKIPPED, "every run uses synthetic data, nothing to fetch"),
+        RunStartEvent(key, 12, ("localhost",)),
+        NodeLogEvent(key, 0, StepEvent(11, 7.32, 1, seconds=0.5)),
+        RunEndEvent(key, RunOutcome.COMPLETE),
+        SuiteEndEvent(True, report_path="r/report.html"),
+    )
+    (logs / "node0.log").write_text("completed step: 11, loss: 7.320\n")
+    tmux = Tmux()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    cmd = f"{BIN} attach {tmp_path}; echo EXITED=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", tmux.session, cmd],
+        check=True,
+        env={**env, "TERM": "xterm-256color"},
+    )
+    try:
+        screen = tmux.wait_for("suite PASSED")
+        status = next(line for line in screen.splitlines() if "suite PASSED" in line)
+        assert f"run {key} step 12/12" in status  # completed steps: index 11 + 1
+        for column in ("status", "health", "steps", "lag", "errors"):
+            assert column in screen, screen
+        assert f"✔ {key}" in screen  # the run once, outcome glyph first
+        assert "run:" not in screen
+        tmux.run("send-keys", "-t", tmux.session, "q")
         tmux.wait_for("EXITED=0")
     finally:
         tmux.run("kill-server")

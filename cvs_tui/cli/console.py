@@ -35,6 +35,8 @@ from cvs_tui.render.format import (
     fmt_duration,
     fmt_float,
     fmt_rate,
+    fmt_steps,
+    steps_done,
 )
 from cvs_tui.render.renderables import fill_verdict_table, hit_style, hit_summary
 
@@ -149,14 +151,13 @@ class ConsoleView:
                 Text.assemble(
                     f"  {rv.key} node {rank:>2} ",
                     (f"{nv.state.value:<9}", NODE_STATE_STYLE[nv.state]),
-                    f" step {'-' if nv.step is None else nv.step}/{total}",
+                    f" step {fmt_steps(nv.step, rv.total_steps)}",
                     f" loss {fmt_float(nv.loss)}",
                     f" {fmt_float(nv.step_seconds)} s/step {fmt_rate(nv.tokens_per_s)} tok/s/dev{lag}",
                     (errs, "red" if nv.fatal_hits else "yellow"),
                 )
             )
-        top = rv.min_step
-        done = 0 if top is None else top + 1
+        done = steps_done(rv.min_step)
         pct = f" ({min(100, done * 100 // rv.total_steps)}%)" if rv.total_steps else ""
         eta = self.view.eta_seconds(rv)
         out.print(

@@ -39,7 +39,7 @@ from cvs_tui.core.events import (
     VerdictEvent,
 )
 
-NODE_BUFFER_LINES = 5000  # lines kept per node for the log pane; the full log is on disk
+NODE_BUFFER_LINES = 2000  # lines kept per node for the log pane; older ones are read back from the node log
 MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
 LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
 STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)

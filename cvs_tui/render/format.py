@@ -53,4 +53,24 @@ OUTCOME_STYLE: dict[RunOutcome, str] = {
     RunOutcome.SKIPPED: "dim",
 }
 
+OUTCOME_MARK: dict[RunOutcome, tuple[str, str]] = {
+    # outcome -> (unicode mark, ascii mark): shown first on a run's line, before its key
+    RunOutcome.COMPLETE: ("✔", "+"),
+    RunOutcome.FAILED: ("✘", "x"),
+    RunOutcome.HUNG: ("⧗", "H"),
+    RunOutcome.INTERRUPTED: ("■", "#"),
+    RunOutcome.SKIPPED: ("–", "-"),
+}
+
 VERDICT_STYLE: dict[str, str] = {"PASS": "bold green", "FAIL": "bold red", "RECORD": "cyan", "N/A": "dim"}
+
+
+def steps_done(step: int | None) -> int:
+    """Steps completed when the newest logged step index is ``step`` (0-based): index + 1, 0 before any."""
+    return 0 if step is None else step + 1
+
+
+def fmt_steps(step: int | None, total: int | None) -> str:
+    """The one step counter every front-end shows: ``completed/total`` (``-/30`` before the first step)."""
+    done = "-" if step is None else str(steps_done(step))
+    return f"{done}/{total or '?'}"

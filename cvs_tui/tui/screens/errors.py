@@ -1,4 +1,4 @@
-"""Every error-signature hit across nodes, fatal first, the root-cause node marked."""
+"""Error incidents across nodes (hits a few lines apart grouped), fatal first, the root-cause node marked."""
 
 from __future__ import annotations
 
@@ -10,9 +10,20 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from cvs_tui.core.events import Severity
-from cvs_tui.core.state import ErrorRow, RunState
+from cvs_tui.core.parse.signatures import compile_signatures
+from cvs_tui.core.state import RunState
+from cvs_tui.render.incidents import Incident, group_incidents
 from cvs_tui.render.renderables import hit_style, hit_summary
 from cvs_tui.tui.screens.base import RunViewScreen
+
+
+def pattern_count() -> int:
+    """Error patterns of the default set (the config may replace them; the count is then the default's)."""
+    return sum(s.origin != "benign" for s in compile_signatures(None))
+
+
+def lines_scanned(view: RunState) -> int:
+    return sum(nv.lines.next_line - 1 for rv in view.runs.values() for nv in rv.nodes.values())
 
 
 class ErrorsScreen(RunViewScreen):
@@ -28,7 +39,8 @@ class ErrorsScreen(RunViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self._rows: list[ErrorRow] = []
+        self._rows: list[Incident] = []
+        self._seqs: list[int] = []
 
     def compose(self) -> ComposeResult:
         yield Static(id="errors-title")
@@ -41,8 +53,9 @@ class ErrorsScreen(RunViewScreen):
             ("sev", "severity"),
             ("run", "run"),
             ("node", "node"),
-            ("line", "line"),
-            ("name", "signature"),
+            ("line", "lines"),
+            ("name", "incident"),
+            ("tags", "also matched"),
             ("text", "text"),
         ):
             table.add_column(label, key=key)
@@ -50,53 +63,67 @@ class ErrorsScreen(RunViewScreen):
         self.refresh_view(force=True)
 
     def update(self, view: RunState) -> None:
-        rows = view.errors_sorted()
-        if self._rows and [r.seq for r in rows] == [r.seq for r in self._rows]:
+        seqs = [r.seq for r in view.errors]
+        if self._seqs and seqs == self._seqs:
             return
+        self._seqs = seqs
+        incidents = group_incidents(view.errors)
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
         ascii_only = self.app.ascii_only
         roots = {run: view.root_cause(run) for run in view.runs}
-        for row in rows:
-            hit = row.hit
-            fatal = hit.severity is Severity.FATAL
-            is_root = fatal and roots.get(row.run) == row.node
+        for i, inc in enumerate(incidents):
+            lead = inc.lead.hit
+            fatal = inc.severity is Severity.FATAL
+            is_root = fatal and roots.get(inc.run) == inc.node
             mark = ("* " if ascii_only else "◆ ") if is_root else "  "
             table.add_row(
-                Text(hit.severity.value.upper(), style=hit_style(hit)),
-                row.run,
+                Text(inc.severity.value.upper(), style=hit_style(lead)),
+                inc.run,
                 Text(
-                    f"{mark}{row.node}" + (" root cause" if is_root else ""),
+                    f"{mark}{inc.node}" + (" root cause" if is_root else ""),
                     style="bold red" if is_root else "",
                 ),
-                str(hit.line),
-                hit.name,
-                hit_summary(hit, 160),
-                key=str(row.seq),
+                inc.lines,
+                Text(inc.label, style="bold"),
+                Text(", ".join(inc.tags), style="dim"),
+                hit_summary(lead, 160),
+                key=str(i),
             )
-        self._rows = rows
-        if rows:
-            table.move_cursor(row=min(cursor, len(rows) - 1))
-        n_fatal = sum(r.hit.severity is Severity.FATAL for r in rows)
+        self._rows = incidents
+        if incidents:
+            table.move_cursor(row=min(cursor, len(incidents) - 1))
+        n_fatal = sum(inc.severity is Severity.FATAL for inc in incidents)
         title = Text()
         title.append("Errors ", style="bold")
-        title.append(f"{n_fatal} fatal, {len(rows) - n_fatal} warnings", style="red" if n_fatal else "dim")
+        if not incidents:
+            title.append(
+                f"no error-pattern hits ({pattern_count()} patterns, {lines_scanned(view)} lines scanned)",
+                style="green",
+            )
+        else:
+            title.append(
+                f"{n_fatal} fatal, {len(incidents) - n_fatal} warning incident(s)"
+                f" from {len(view.errors)} hits",
+                style="red" if n_fatal else "dim",
+            )
         if view.errors_dropped:
             title.append(f", {view.errors_dropped} more warnings not listed", style="dim")
-        title.append("   Enter: open that line in the node's log", style="dim")
+        if incidents:
+            title.append("   Enter: open that line in the node's log", style="dim")
         self.query_one("#errors-title", Static).update(title)
 
-    def selected(self) -> ErrorRow | None:
+    def selected(self) -> Incident | None:
         table = self.query_one(DataTable)
         if not self._rows or table.cursor_row < 0 or table.cursor_row >= len(self._rows):
             return None
         return self._rows[table.cursor_row]
 
     def action_jump(self) -> None:
-        row = self.selected()
-        if row is not None:
-            self.app.open_node_log(row.run, row.node, goto_line=row.hit.line)
+        inc = self.selected()
+        if inc is not None:
+            self.app.open_node_log(inc.run, inc.node, goto_line=inc.lead.hit.line)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

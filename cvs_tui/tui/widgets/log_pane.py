@@ -26,6 +26,7 @@ from textual.reactive import var
 from textual.widgets import Input, Log, Static
 
 from cvs_tui.core.state import RunState
+from cvs_tui.tui.widgets.log_lines import LevelHighlighter, read_lines, wrap_line
 
 if TYPE_CHECKING:
     from textual import getters
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from cvs_tui.tui.app import CvsApp
 
 LOG_MAX_LINES = 20000  # lines held by the widget; the view model and the files on disk hold the rest
+OLDER_CHUNK = 500  # lines read back from the node's log file each time the user scrolls past the top
 
 
 class FollowLog(Log):
@@ -45,8 +47,16 @@ class FollowLog(Log):
 
     follow: var[bool] = var(True, init=False)
 
+    class AtTop(Message):
+        """The user scrolled up against the first line shown (older lines may be read back)."""
+
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(max_lines=LOG_MAX_LINES, auto_scroll=False, **kwargs)  # type: ignore[arg-type]
+        super().__init__(max_lines=LOG_MAX_LINES, auto_scroll=False, highlight=True, **kwargs)  # type: ignore[arg-type]
+        self.highlighter = LevelHighlighter()
+
+    def _at_top(self) -> None:
+        if self.scroll_y <= 0:
+            self.post_message(self.AtTop())
 
     def watch_follow(self, follow: bool) -> None:
         self.post_message(self.FollowChanged(follow))
@@ -58,21 +68,25 @@ class FollowLog(Log):
 
     def action_scroll_up(self) -> None:
         self.set_follow(False)
+        self._at_top()
         super().action_scroll_up()
 
     def action_page_up(self) -> None:
         self.set_follow(False)
+        self._at_top()
         super().action_page_up()
 
     def action_scroll_home(self) -> None:
         self.set_follow(False)
         super().action_scroll_home()
+        self.post_message(self.AtTop())
 
     def action_scroll_end(self) -> None:
         self.set_follow(True)
 
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         self.set_follow(False)
+        self._at_top()
         super()._on_mouse_scroll_up(event)
 
 
@@ -113,7 +127,8 @@ class LogPane(Vertical):
     RESUME: ClassVar[Binding] = Binding("G", "resume_follow", "Resume follow", show=False)
     FILTER: ClassVar[Binding] = Binding("slash", "filter", "Filter")
     EXPORT: ClassVar[Binding] = Binding("ctrl+s,x", "export", "Export")
-    BINDINGS: ClassVar[list[BindingType]] = [FOLLOW, RESUME, FILTER, EXPORT]
+    WRAP: ClassVar[Binding] = Binding("w", "toggle_wrap", "Wrap", show=False)
+    BINDINGS: ClassVar[list[BindingType]] = [FOLLOW, RESUME, FILTER, EXPORT, WRAP]
 
     if TYPE_CHECKING:
         app = getters.app(CvsApp)  # typed for the checker only; see screens/base.py
@@ -138,6 +153,9 @@ class LogPane(Vertical):
         self._held = 0  # lines considered (before the filter) since the last rebuild
         self._shown = 0  # lines written (after the filter) since the last rebuild
         self._static_note: str | None = None  # set while showing a window read from disk
+        self.wrap = False
+        self._first_shown = 1  # number of the oldest node line in the pane (read back from disk below it)
+        self._older_notice = ""
 
     def compose(self) -> ComposeResult:
         yield FollowLog(id="log")
@@ -168,6 +186,8 @@ class LogPane(Vertical):
         self._held = self._shown = 0
         self.pending = 0
         self._static_note = None
+        self._older_notice = ""
+        self._first_shown = 0  # set by the first batch below
         self.pump(view, rebuilding=True)
         if log.follow:
             log.scroll_end(animate=False, immediate=True, x_axis=False)
@@ -195,6 +215,8 @@ class LogPane(Vertical):
                 return 0
             first, lines = nv.lines.since(self._next_line)
             self._next_line = nv.lines.next_line
+            if not self._first_shown:
+                self._first_shown = first
             raw = self._format_node(first, lines)
         if not raw:
             return 0
@@ -205,7 +227,7 @@ class LogPane(Vertical):
             return 0
         self._shown += len(batch)
         log = self.log_widget
-        log.write_lines(batch, scroll_end=False)
+        log.write_lines(self._wrapped(batch), scroll_end=False)
         if log.follow:
             log.scroll_end(animate=False, immediate=True, x_axis=False)
         elif not rebuilding:
@@ -236,6 +258,43 @@ class LogPane(Vertical):
         log = self.log_widget
         log.scroll_to(y=max(0, index - log.size.height // 2), animate=False, immediate=True)
 
+    def _wrapped(self, lines: list[str]) -> list[str]:
+        if not self.wrap:
+            return lines
+        width = max(20, self.log_widget.scrollable_content_region.width - 1)
+        return [piece for line in lines for piece in wrap_line(line, width)]
+
+    @on(FollowLog.AtTop)
+    def _at_top(self, event: FollowLog.AtTop) -> None:
+        """Read the next older lines of this node back from the run folder (the ring buffer dropped them)."""
+        event.stop()
+        src = self.source
+        if src is None or src.node is None or self._static_note is not None or self._first_shown <= 1:
+            return
+        path = self.app.node_log_path(src.run, src.node)
+        if path is None or not path.is_file():
+            return
+        lo = max(1, self._first_shown - OLDER_CHUNK)
+        try:
+            older = read_lines(path, lo, self._first_shown - 1)
+        except OSError as exc:
+            self.notify(f"older lines: {exc}", severity="warning")
+            return
+        if not older:
+            return
+        self._first_shown = lo
+        kept = [line for line in self._format_node(lo, older) if self.filter.keep(line)]
+        pieces = self._wrapped(kept)
+        log = self.log_widget
+        current = list(log.lines)
+        log.clear()
+        log.write_lines([*pieces, *current], scroll_end=False)
+        self._held += len(older)
+        self._shown += len(kept)
+        self._older_notice = f"lines {lo}+ read back from {path.name}"
+        log.scroll_to(y=len(pieces), animate=False, immediate=True)
+        self.update_status()
+
     # -- keys --------------------------------------------------------------------------------------------
     def action_toggle_follow(self) -> None:
         self.toggle_follow(self.app.view)
@@ -249,6 +308,12 @@ class LogPane(Vertical):
 
     def action_export(self) -> None:
         self.app.export_pane(self)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        if self._static_note is None:
+            self.rebuild(self.app.view)
+        self.notify("Wrap long lines" if self.wrap else "Long lines cut (scroll right)", timeout=2)
 
     def watch_pending(self, _pending: int) -> None:
         self.update_status()
@@ -337,6 +402,10 @@ class LogPane(Vertical):
         else:
             text.append(" PAUSED ", style="bold reverse yellow")
             text.append(f" {self.pending} new lines  (f or End resumes)", style="yellow")
+        if self.wrap:
+            text.append("  wrap", style="cyan")
+        if self._older_notice:
+            text.append(f"  {self._older_notice}", style="dim")
         if self.filter.active:
             text.append(f"   filter {self.filter.text!r}: {self._shown}/{self._held} lines", style="cyan")
         self.query_one("#log-status", Static).update(text)

@@ -20,25 +20,41 @@ from textual.widget import Widget
 
 from cvs_tui.core.events import GpuTelemetryEvent, HealthState, NodeState
 from cvs_tui.core.state import NodeHealthView, RunState, RunView
-from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate
+from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate, fmt_steps
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 SPARK_WIDTH = 16
-# (label, width); the last column takes what is left.
-COLUMNS: tuple[tuple[str, int], ...] = (
-    ("node", 18),
-    ("status", 11),
-    ("health", 12),
-    ("step/total", 12),
-    ("loss", 8),
-    ("loss trend", SPARK_WIDTH + 1),
-    ("tok/s/dev", 10),
-    ("s/step", 7),
-    ("lag", 5),
-    ("gpu %/W/°C", 15),
-    ("errors", 7),
-    ("last line", 0),
+# (label, widest it gets, priority): a column is as wide as its widest cell (up to the cap) and, when the
+# screen is narrow, columns are dropped from the lowest priority up, so `lag`, `errors` and `health`
+# survive at 80 columns while the loss trend and the last line go first. The last column takes the rest.
+COLUMNS: tuple[tuple[str, int, int], ...] = (
+    ("node", 18, 10),
+    ("status", 12, 9),
+    ("health", 12, 6),
+    ("steps", 12, 8),
+    ("loss", 8, 5),
+    ("loss trend", SPARK_WIDTH + 1, 1),
+    ("tok/s/dev", 10, 4),
+    ("s/step", 7, 3),
+    ("lag", 6, 7),
+    ("gpu %/W/°C", 15, 2),
+    ("errors", 7, 7),
+    ("last line", 0, 0),
 )
+LAST_LINE_MIN = 12  # the last line is shown only when at least this much room is left for it
+SORT_MODES: tuple[str, ...] = ("node", "lag", "errors", "status")
+# status sort: the nodes that need a look first
+_STATUS_ORDER: dict[NodeState, int] = {
+    NodeState.FAILED: 0,
+    NodeState.UNREACHABLE: 1,
+    NodeState.HUNG: 2,
+    NodeState.STOPPED: 3,
+    NodeState.WAITING: 4,
+    NodeState.CONNECTING: 5,
+    NodeState.STARTING: 6,
+    NodeState.TRAINING: 7,
+    NodeState.DONE: 8,
+}
 Cells = tuple[Text, ...]
 # absl/glog header (`I1130 07:29:46.048968 139782156966784 file.py:265] `): the table shows the message.
 _GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^\]]{1,80}\] ")
@@ -87,6 +103,7 @@ class NodeTable(Widget, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "cursor_to(0)", "First", show=False),
         Binding("end", "cursor_to(-1)", "Last", show=False),
+        Binding("s", "cycle_sort", "Sort", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"node-table--header", "node-table--cursor", "node-table--stripe"}
     DEFAULT_CSS = """
@@ -96,6 +113,9 @@ class NodeTable(Widget, can_focus=True):
     NodeTable:focus > .node-table--cursor { background: $primary 70%; }
     NodeTable > .node-table--stripe { background: $surface-lighten-1 30%; }
     """
+
+    class Reordered(Message):
+        """Sort or filter changed: the owner shows the table again with the current view."""
 
     class Highlighted(Message):
         def __init__(self, rank: int) -> None:
@@ -114,6 +134,12 @@ class NodeTable(Widget, can_focus=True):
             tuple[RunView, float | None, int | None, bool, dict[int, NodeHealthView]] | None
         ) = None
         self._stale: set[int] = set()  # rows whose text may be out of date (formatted when shown)
+        self.sort_mode = SORT_MODES[0]
+        self.name_filter = ""  # keep rows whose node, host or status contains this (case-insensitive)
+        self._total = 0  # rows before the filter
+        self._layout_key: tuple[int, tuple[int, ...]] | None = None
+        self._layout: list[tuple[int, int]] = []  # (column index, width) shown
+        self._natural: list[int] | None = None  # each column's content width; None: measure again
 
     # -- data ----------------------------------------------------------------------------------------
     @property
@@ -134,21 +160,66 @@ class NodeTable(Widget, can_focus=True):
         if rv.key != self._shown_run:
             self._shown_run = rv.key
             self._cells.clear()
+            self._natural = None
             self._strips.clear()
             self._ranks = []
             self.cursor = self.top = 0
         self._row_context = (rv, rv.median_step(), view.root_cause(rv.key), ascii_only, view.health)
         changed = False
-        ranks = sorted(rv.nodes)
+        ranks = self._ordered(rv, view)
         if ranks != self._ranks:
+            keep = self.selected_rank()
             self._ranks = ranks
             self._strips.clear()
             changed = True
+            if keep in ranks:
+                self.cursor = ranks.index(keep)
+            self.cursor = max(0, min(self.cursor, len(ranks) - 1))
+            self._scroll_to_cursor()
         self._stale = set(ranks)
         for row in range(self.top, min(len(ranks), self.top + self._visible_rows)):
             changed = self._ensure_cells(ranks[row]) or changed
         if changed:
             self.refresh()
+
+    def _ordered(self, rv: RunView, view: RunState) -> list[int]:
+        """The run's ranks, filtered by :attr:`name_filter` and sorted by :attr:`sort_mode`."""
+        ranks = sorted(rv.nodes)
+        self._total = len(ranks)
+        needle = self.name_filter.strip().lower()
+        if needle:
+            health = view.health
+            ranks = [
+                r
+                for r in ranks
+                if needle
+                in f"{r} {rv.nodes[r].host} {rv.nodes[r].state.value} "
+                f"{health[r].state.value if r in health else ''}".lower()
+            ]
+        nodes = rv.nodes
+        if self.sort_mode == "lag":
+            median = rv.median_step() or 0.0
+            # most behind first; nodes without a step yet are the furthest behind
+            ranks.sort(key=lambda r: (nodes[r].step is not None, (nodes[r].step or 0) - median, r))
+        elif self.sort_mode == "errors":
+            ranks.sort(key=lambda r: (-nodes[r].fatal_hits, -nodes[r].error_hits, r))
+        elif self.sort_mode == "status":
+            ranks.sort(key=lambda r: (_STATUS_ORDER.get(nodes[r].state, 9), r))
+        return ranks
+
+    def set_filter(self, text: str) -> None:
+        self.name_filter = text
+        self._after_reorder()
+
+    def action_cycle_sort(self) -> None:
+        self.sort_mode = SORT_MODES[(SORT_MODES.index(self.sort_mode) + 1) % len(SORT_MODES)]
+        self._after_reorder()
+        self.notify(f"nodes sorted by {self.sort_mode}", timeout=2)
+
+    def _after_reorder(self) -> None:
+        # the next show() reorders; ask the screen for one now so the key feels instant
+        self.refresh()
+        self.post_message(self.Reordered())
 
     def _ensure_cells(self, rank: int) -> bool:
         """Format a row if the run moved since it was last formatted. Returns whether its text changed."""
@@ -160,6 +231,7 @@ class NodeTable(Widget, can_focus=True):
         if self._cells.get(rank) == cells:
             return False
         self._cells[rank] = cells
+        self._natural = None
         for is_cursor in (False, True):
             self._strips.pop((rank, self.size.width, is_cursor), None)
         return True
@@ -184,7 +256,7 @@ class NodeTable(Widget, can_focus=True):
             Text(name, style="bold red" if rank == root else ""),
             Text(nv.state.value, style=NODE_STATE_STYLE[nv.state]),
             health_cell(hv),
-            Text(f"{'-' if nv.step is None else nv.step}/{rv.total_steps or '?'}"),
+            Text(fmt_steps(nv.step, rv.total_steps)),
             Text(fmt_float(nv.loss), style="bold red" if nonfinite else ""),
             Text(sparkline(nv.losses, SPARK_WIDTH, ascii_only=ascii_only), style="cyan"),
             Text(fmt_rate(nv.tokens_per_s)),
@@ -202,30 +274,60 @@ class NodeTable(Widget, can_focus=True):
     def _visible_rows(self) -> int:
         return max(1, self.size.height - 1)
 
+    def _columns(self, width: int) -> list[tuple[int, int]]:
+        """(column index, width) of the columns that fit in ``width``, in display order."""
+        if self._natural is None:
+            natural: list[int] = []
+            for i, (label, cap, _prio) in enumerate(COLUMNS):
+                widest = max((cells[i].cell_len for cells in self._cells.values()), default=0)
+                natural.append(min(cap, max(len(label), widest) + 1) if cap else 0)
+            self._natural = natural
+        natural = self._natural
+        key = (width, tuple(natural))
+        if key == self._layout_key:
+            return self._layout
+        shown = set(range(len(COLUMNS)))
+        by_priority = sorted(range(len(COLUMNS)), key=lambda i: COLUMNS[i][2])
+        for i in by_priority:
+            fixed = sum(natural[j] for j in shown)
+            last_room = width - fixed if len(COLUMNS) - 1 in shown else 0
+            if fixed <= width and (len(COLUMNS) - 1 not in shown or last_room >= LAST_LINE_MIN):
+                break
+            shown.discard(i)
+        layout = [(i, natural[i] or max(0, width - sum(natural[j] for j in shown))) for i in sorted(shown)]
+        if layout != self._layout:
+            self._strips.clear()
+        self._layout_key, self._layout = key, layout
+        return layout
+
     def _line(self, cells: Cells, width: int, base: Style) -> Strip:
         text = Text(no_wrap=True, overflow="ellipsis")
-        used = 0
-        for (_, col_width), cell in zip(COLUMNS, cells, strict=True):
-            w = col_width or max(0, width - used)
-            if w <= 0:
-                break
-            piece = cell.copy()
-            piece.truncate(w - 1, overflow="ellipsis", pad=True)
+        for i, col_width in self._columns(width):
+            if col_width <= 0:
+                continue
+            piece = cells[i].copy()
+            piece.truncate(col_width - 1, overflow="ellipsis", pad=True)
             text.append_text(piece)
             text.append(" ")
-            used += w
         segments = list(text.render(self.app.console))
         strip = Strip(segments).crop_extend(0, width, base)
         return strip.apply_style(base) if base else strip
 
     def _header(self, width: int) -> Strip:
         style = self.get_component_rich_style("node-table--header")
-        cells = tuple(Text(label) for label, _ in COLUMNS)
+        cells = tuple(Text(label) for label, _, _ in COLUMNS)
         strip = self._line(cells, width, style)
+        notes = []
+        if self.sort_mode != SORT_MODES[0]:
+            notes.append(f"by {self.sort_mode}")
+        if self.name_filter:
+            notes.append(f"{self.name_filter!r}: {len(self._ranks)}/{self._total}")
         if len(self._ranks) > self._visible_rows:
-            shown = (
-                f" {self.top + 1}-{min(self.top + self._visible_rows, len(self._ranks))}/{len(self._ranks)} "
+            notes.append(
+                f"{self.top + 1}-{min(self.top + self._visible_rows, len(self._ranks))}/{len(self._ranks)}"
             )
+        if notes:
+            shown = f" {'  '.join(notes)} "
             strip = Strip.join([strip.crop(0, max(0, width - len(shown))), Strip([Segment(shown, style)])])
         return strip
 
