@@ -108,7 +108,7 @@ async def test_pilot_view_follows_growing_files_then_stop_judges(tmp_path: Path)
                     continue
                 await until(lambda r=rank, s=step: nodes()[r].step == s, f"node {rank} at step {step}")
                 assert nodes()[rank].state is NodeState.TRAINING
-                assert f"{step}/20" in row_text(app, rank)
+                assert f"{step + 1}/20" in row_text(app, rank)  # steps completed: index + 1
                 assert "no progress" not in row_text(app, rank)
         for rank, data in enumerate(datas):  # the rest of each log
             with files[rank].open("ab") as fh:

@@ -317,6 +317,18 @@ class RunEndEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class StallsEvent:
+    """One node's stalls in a judged run (docs/metrics.md, "Stalls and goodput"): the steps, their logged
+    seconds and their causes, index for index."""
+
+    run: str
+    node: int
+    steps: tuple[int, ...]
+    seconds: tuple[float, ...]
+    causes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class VerdictEvent:
     """One metric verdict of one run, as soon as it is known."""
 
@@ -422,6 +434,7 @@ RunEvent = (
     | RunStartEvent
     | RunEndEvent
     | VerdictEvent
+    | StallsEvent
     | SuiteEndEvent
     | HealthFindingEvent
     | NodeHealthEvent

@@ -33,7 +33,7 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.follow import Follower
-from cvs_tui.core.judge import verdict_events
+from cvs_tui.core.judge import stall_events, verdict_events
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan
@@ -194,8 +194,10 @@ class FollowSession:
         self.results, self.paths = results, paths
         rec = next(r for r in results.runs if r.key == self.run.key)
         self._final_node_states(ranks, rec)
-        for ev in verdict_events(rec):
-            self.emit(ev)
+        for verdict in verdict_events(rec):
+            self.emit(verdict)
+        for stalls in stall_events(rec):
+            self.emit(stalls)
         now = self.clock()
         self.emit(
             RunEndEvent(

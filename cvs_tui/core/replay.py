@@ -23,7 +23,7 @@ from cvs_tui.core.events import (
     StageState,
     SuiteEndEvent,
 )
-from cvs_tui.core.judge import verdict_events
+from cvs_tui.core.judge import stall_events, verdict_events
 from cvs_tui.core.offline import parse_log_file
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.results import Results
@@ -65,6 +65,7 @@ def replay_events(
                 at=run.ended_at or time.time(),
             )
         yield from verdict_events(run)
+        yield from stall_events(run)
         yield RunEndEvent(
             run=run.key,
             outcome=RunOutcome(run.outcome),

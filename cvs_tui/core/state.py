@@ -33,6 +33,7 @@ from cvs_tui.core.events import (
     Severity,
     StageEvent,
     StageState,
+    StallsEvent,
     StepEvent,
     StepKind,
     SuiteEndEvent,
@@ -108,6 +109,9 @@ class NodeView:
     error_hits: int = 0
     fatal_hits: int = 0
     last_line: str = ""
+    # the judged run's stalls on this node (StallsEvent): step -> seconds, and the causes
+    stalls: dict[int, float] = field(default_factory=dict)
+    stall_causes: tuple[str, ...] = ()
     lines: LineBuffer = field(default_factory=lambda: LineBuffer(NODE_BUFFER_LINES))
 
 
@@ -313,6 +317,10 @@ class RunState:
             rv.root_cause_node = ev.root_cause_node
         elif isinstance(ev, VerdictEvent):
             self.run(ev.run).verdicts[ev.metric] = ev
+        elif isinstance(ev, StallsEvent):
+            nv = self.run(ev.run).node(ev.node)
+            nv.stalls = dict(zip(ev.steps, ev.seconds, strict=False))
+            nv.stall_causes = ev.causes
         elif isinstance(ev, SuiteEndEvent):
             self.suite_end = ev
         elif isinstance(ev, NodeHealthEvent | HealthFindingEvent | GpuTelemetryEvent):

@@ -17,7 +17,13 @@ The judge reads a :class:`~cvs_tui.core.plan.Plan` and events; it never imports 
 from __future__ import annotations
 
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume, loss_agreement
-from cvs_tui.core.judge.finalize import base_results, finalize_run, stage_records, verdict_events
+from cvs_tui.core.judge.finalize import (
+    base_results,
+    finalize_run,
+    stage_records,
+    stall_events,
+    verdict_events,
+)
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.outcome import decide_outcome
 
@@ -29,5 +35,6 @@ __all__ = [
     "judge_checkpoint_resume",
     "loss_agreement",
     "stage_records",
+    "stall_events",
     "verdict_events",
 ]

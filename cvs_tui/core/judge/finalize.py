@@ -14,7 +14,7 @@ from typing import Literal
 
 from cvs_tui import __version__
 from cvs_tui.core import provenance
-from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge.clock import line_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
@@ -260,6 +260,21 @@ def verdict_events(run: RunRecord) -> list[VerdictEvent]:
             message=v.message,
         )
         for v in run.verdicts
+    ]
+
+
+def stall_events(run: RunRecord) -> list[StallsEvent]:
+    """Each node's stalls in the judged run, for the front-ends (the node table, the loss plot)."""
+    return [
+        StallsEvent(
+            run=run.key,
+            node=n.rank,
+            steps=tuple(s.step for s in n.stalls),
+            seconds=tuple(s.seconds for s in n.stalls),
+            causes=tuple(s.cause for s in n.stalls),
+        )
+        for n in run.nodes
+        if n.stalls
     ]
 
 

@@ -357,7 +357,7 @@ class RunExecution:
             # codes), so the watchdog's root cause and reason stand
             rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
             rec.reason, rec.root_cause_node = verdict.reason, root
-        for verdict_ev in judging.run_verdict_events(rec):
+        for verdict_ev in judging.run_result_events(rec):
             self.emit(verdict_ev)
         self.emit(
             RunEndEvent(

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cvs_tui.core.events import LogEvent, RunOutcome, VerdictEvent
+from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge import (
     base_results,
     finalize_run,
     judge_checkpoint_resume,
     stage_records,
+    stall_events,
     verdict_events,
 )
 from cvs_tui.core.plan import Plan, PlannedRun
@@ -65,8 +66,9 @@ def judge_checkpoint(plan: Plan, records: dict[str, RunRecord]) -> None:
     judge_checkpoint_resume(plan, records)
 
 
-def run_verdict_events(rec: RunRecord) -> list[VerdictEvent]:
-    return verdict_events(rec)
+def run_result_events(rec: RunRecord) -> list[VerdictEvent | StallsEvent]:
+    """What the front-ends learn when a run is judged: its verdicts, then each node's stalls."""
+    return [*verdict_events(rec), *stall_events(rec)]
 
 
 def stages_of(state: RunState) -> list[StageRecord]:

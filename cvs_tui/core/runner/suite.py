@@ -134,7 +134,7 @@ class Suite:
             rec = self._rejudge(run, kept)
             if rec is not None:
                 self.records[run.key] = rec
-                for ev in judging.run_verdict_events(rec):
+                for ev in judging.run_result_events(rec):
                     self.emit(ev)
                 src = f"kept from {self.opt.resume}, judged again from its logs"
                 ok = rec.status == "PASS"

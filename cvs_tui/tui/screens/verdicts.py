@@ -93,7 +93,9 @@ class VerdictsScreen(RunViewScreen):
                     else Text("no verdicts yet", style="dim")
                 )
                 self.query_one(f"#table-{i}", Static).update(table)
-                self.query_one(f"#plot-{i}", LossPlot).show(rv.loss_curve)
+                self.query_one(f"#plot-{i}", LossPlot).show(
+                    rv.loss_curve, {step for nv in rv.nodes.values() for step in nv.stalls}
+                )
             except Exception:  # widgets mounted this tick are queryable on the next one
                 continue
         self.query_one("#footer-info", Static).update(self._footer_text(view))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 import plotext
@@ -11,12 +12,16 @@ from rich.text import Span, Text
 from textual.widgets import Static
 
 
-def loss_plot_text(curve: dict[int, float], width: int, height: int, *, ascii_only: bool) -> str:
-    """plotext's rendering of step -> loss, or an empty string when there is nothing finite to draw."""
+def loss_plot_text(
+    curve: dict[int, float], width: int, height: int, *, ascii_only: bool, marks: Collection[int] = ()
+) -> str:
+    """plotext's rendering of step -> loss, or an empty string when there is nothing finite to draw.
+    ``marks``: steps drawn as an ``X`` on the curve (the run's stalls)."""
     points = sorted((s, v) for s, v in curve.items() if math.isfinite(v))
     if len(points) < 2 or width < 20 or height < 5:
         return ""
     xs, ys = [s for s, _ in points], [v for _, v in points]
+    marked = [(s, v) for s, v in points if s in marks]
     # Block markers survive the Linux console and PuTTY; braille does not.
     marker = "*" if ascii_only else "hd"
     fig: Any = getattr(plotext, "figure", None)
@@ -25,6 +30,8 @@ def loss_plot_text(curve: dict[int, float], width: int, height: int, *, ascii_on
         fig.plot_size(width, height)
         fig.theme("colorless" if ascii_only else "dark")
         fig.draw(fig.signal(xs, ys, marker=marker).lines())
+        if marked:
+            fig.draw(fig.signal([s for s, _ in marked], [v for _, v in marked], marker="X"))
         fig.label("step", "x")
         text: str = str(fig.build())
         fig.clear()
@@ -34,6 +41,8 @@ def loss_plot_text(curve: dict[int, float], width: int, height: int, *, ascii_on
     plt.plotsize(width, height)
     plt.theme("clear")
     plt.plot(xs, ys, marker=marker)
+    if marked:
+        plt.scatter([s for s, _ in marked], [v for _, v in marked], marker="X")
     plt.xlabel("step")
     text = str(plt.build())
     plt.clear_figure()
@@ -60,10 +69,11 @@ class LossPlot(Static):
         super().__init__(**kwargs)
         self.ascii_only = ascii_only
         self.curve: dict[int, float] = {}
+        self.marks: frozenset[int] = frozenset()
 
-    def show(self, curve: dict[int, float]) -> None:
-        if curve != self.curve:
-            self.curve = dict(curve)
+    def show(self, curve: dict[int, float], marks: Collection[int] = ()) -> None:
+        if curve != self.curve or frozenset(marks) != self.marks:
+            self.curve, self.marks = dict(curve), frozenset(marks)
             self._draw()
 
     def on_resize(self) -> None:
@@ -71,5 +81,7 @@ class LossPlot(Static):
 
     def _draw(self) -> None:
         width = max(self.size.width, 40)
-        text = loss_plot_text(self.curve, width, max(self.size.height, 10), ascii_only=self.ascii_only)
+        text = loss_plot_text(
+            self.curve, width, max(self.size.height, 10), ascii_only=self.ascii_only, marks=self.marks
+        )
         self.update(plot_renderable(text) if text else Text("no finite loss values yet", style="dim"))

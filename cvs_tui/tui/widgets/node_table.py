@@ -39,6 +39,7 @@ COLUMNS: tuple[tuple[str, int, int], ...] = (
     ("lag", 6, 7),
     ("gpu %/W/°C", 15, 2),
     ("errors", 7, 7),
+    ("stalls", 11, 3),
     ("last line", 0, 0),
 )
 LAST_LINE_MIN = 12  # the last line is shown only when at least this much room is left for it
@@ -264,6 +265,7 @@ class NodeTable(Widget, can_focus=True):
             Text(lag, style="yellow" if lag not in ("-", "+0") else ""),
             Text(telemetry_text(hv.telemetry if hv else None)),
             Text(str(nv.error_hits), style=err_style),
+            stalls_cell(nv.stalls),
             Text(nv.detail, style="yellow")  # follow mode's "no progress for N s"
             if nv.state is NodeState.STALLED and nv.detail
             else Text(short_line(nv.last_line), style="dim"),
@@ -401,3 +403,10 @@ class NodeTable(Widget, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:
             self.move_cursor(self.top + event.y - 1)
+
+
+def stalls_cell(stalls: dict[int, float]) -> Text:
+    """A judged run's stalls on a node: how many, and the longest (``-``: none found, or not judged yet)."""
+    if not stalls:
+        return Text("-", style="dim")
+    return Text(f"{len(stalls)} max {max(stalls.values()):.3g}s", style="yellow")
