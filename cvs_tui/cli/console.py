@@ -167,11 +167,19 @@ class ConsoleView:
                 out.print(Text(f"{key}: no verdicts", style="dim"))
         end = view.suite_end
         if end is not None:
+            from cvs_tui.cli.verdict_line import suite_line_from_files
+
             word = "PASSED" if end.passed else "FAILED"
-            out.print(Text(f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"))
-            for label, path in (("results", end.results_path), ("report", end.report_path)):
-                if path:
-                    out.print(f"{label}: {path}")
+            line = end.results_path and suite_line_from_files(end.results_path, end.report_path)
+            if end.results_path:
+                out.print(f"results: {end.results_path}")
+            # the verdict comes last, with the report link in it (one line, as `pytest` ends)
+            out.print(
+                Text(line or f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"),
+                soft_wrap=True,
+            )
+            if not line and end.report_path:
+                out.print(f"report: {end.report_path}")
 
 
 async def run_console(
