@@ -13,6 +13,7 @@ import importlib
 import io
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +52,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 SUBCOMMANDS: tuple[tuple[str, str], ...] = tuple((name, mod) for name, mod, _ in COMMANDS)
 QUIET_FLAGS = ("-q", "--quiet")
+# commands that open connections (SSH, docker, Slurm); the rest only read and write files
+LIVE_COMMANDS = frozenset({"run", "attach"})
 
 
 class Command(Protocol):
@@ -175,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    if argv is None and args.command not in LIVE_COMMANDS and hasattr(signal, "SIGPIPE"):
+        # a reader that goes away (`cvs-tui compare a b | head -1`) ends the process as it ends `cat`:
+        # killed by SIGPIPE, status 141 in the shell, never 1 (which means "regressed"). Not for
+        # commands that talk to nodes: a closed SSH or docker socket must stay an error they handle.
+        # Only as the process's entry point (argv None), never inside a host program such as a test.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     stdout = sys.stdout
     if quiet:
         sys.stdout = cast(TextIO, _VerdictOnly(stdout))

@@ -146,7 +146,7 @@ def run_copy(args: argparse.Namespace) -> int:
         where = ", ".join(todo)
         print(f"Next: replace every <changeme> in {cfg_dest} ({where}), then `cvs-tui plan {cfg_dest}`.")
     else:
-        print(f"Ready (no <changeme> to fill in): `cvs-tui plan {cfg_dest}`.")
+        print(f"Nothing to fill in: ready for `cvs-tui plan {cfg_dest}`.")
     return 0
 
 
