@@ -260,3 +260,10 @@ def test_maxtext_python_falls_back_to_the_project_environment(
         doc, user="u", problems=Problems(), env={"CVS_TUI_MAXTEXT_PYTHON": "/x"}
     )
     assert given["x"] == "/x"  # an exported value still wins
+
+
+def test_headless_console_does_not_wrap_in_a_pipe() -> None:
+    """A long progress line printed into a pipe stays one line (attach --no-ui | grep)."""
+    prog = "from cvs_tui.cli.console import headless_console\nc = headless_console()\nc.print('word ' * 60)\n"
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
+    assert p.stdout.count("\n") == 1 and p.stdout.count("word") == 60

@@ -182,6 +182,18 @@ class ConsoleView:
                 out.print(f"report: {end.report_path}")
 
 
+PIPE_WIDTH = 200  # tables' width limit when stdout is not a terminal; text lines are never folded
+
+
+def headless_console() -> Console:
+    """A console for stdout: in a terminal, its width; in a pipe or a CI log, no hard wrap (a line is
+    one line, so `grep` finds it whole) and tables up to PIPE_WIDTH columns. NO_COLOR is honoured."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    return Console(soft_wrap=True, width=PIPE_WIDTH)
+
+
 async def run_console(
     source: AsyncIterator[RunEvent],
     *,
@@ -191,7 +203,7 @@ async def run_console(
     clock: Callable[[], float] = time.time,
 ) -> RunState:
     """Print ``source`` until it ends; returns the folded view (``suite_end`` says passed or failed)."""
-    cv = ConsoleView(console or Console(), ascii_only=ascii, clock=clock)
+    cv = ConsoleView(console or headless_console(), ascii_only=ascii, clock=clock)
 
     async def ticker() -> None:
         while True:
