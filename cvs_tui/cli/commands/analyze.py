@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.options import add_public_options, resolve_config_arg
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
@@ -100,7 +100,7 @@ def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_config(args.config)
+    loaded = load_config(resolve_config_arg(args.config))
     out = Path(args.out) if args.out else DEFAULT_OUT_ROOT / time.strftime("analyze-%Y%m%d-%H%M%S")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")
