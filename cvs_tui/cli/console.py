@@ -192,11 +192,31 @@ class ConsoleView:
                 out.print(Text(line, style="dim"))
         end = view.suite_end
         if end is not None:
+            from cvs_tui.cli.verdict_line import suite_line_from_files
+
             word = "PASSED" if end.passed else "FAILED"
-            out.print(Text(f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"))
-            for label, path in (("results", end.results_path), ("report", end.report_path)):
-                if path:
-                    out.print(f"{label}: {path}")
+            verdict = end.results_path and suite_line_from_files(end.results_path, end.report_path)
+            if end.results_path:
+                out.print(f"results: {end.results_path}")
+            # the verdict comes last, with the report link in it (one line, as `pytest` ends)
+            out.print(
+                Text(verdict or f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"),
+                soft_wrap=True,
+            )
+            if not line and end.report_path:
+                out.print(f"report: {end.report_path}")
+
+
+PIPE_WIDTH = 200  # tables' width limit when stdout is not a terminal; text lines are never folded
+
+
+def headless_console() -> Console:
+    """A console for stdout: in a terminal, its width; in a pipe or a CI log, no hard wrap (a line is
+    one line, so `grep` finds it whole) and tables up to PIPE_WIDTH columns. NO_COLOR is honoured."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    return Console(soft_wrap=True, width=PIPE_WIDTH)
 
 
 async def run_console(
@@ -208,7 +228,7 @@ async def run_console(
     clock: Callable[[], float] = time.time,
 ) -> RunState:
     """Print ``source`` until it ends; returns the folded view (``suite_end`` says passed or failed)."""
-    cv = ConsoleView(console or Console(), ascii_only=ascii, clock=clock)
+    cv = ConsoleView(console or headless_console(), ascii_only=ascii, clock=clock)
 
     async def ticker() -> None:
         while True:

@@ -10,14 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cvs_tui.cli.publish import PUBLIC_DIR
-from cvs_tui.core.cluster import Cluster, cluster_from_nodes_arg, load_cluster, local_cluster
-from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.plan import Plan, build_plan, new_run_id
-from cvs_tui.core.privacy import PrivacyContext, build_context, context_from_run_folder, read_cluster_hosts
-from cvs_tui.core.run_folder import RunFolder
+
+# Each import below is made where it is used: building the parser must stay cheap (`--help`), and
+# pydantic, the config loader and the privacy rules cost more than the rest of a `plan`.
+if TYPE_CHECKING:
+    from cvs_tui.core.cluster import Cluster
+    from cvs_tui.core.config.loader import LoadedConfig
+    from cvs_tui.core.plan import Plan
+    from cvs_tui.core.privacy import PrivacyContext
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -48,6 +52,8 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
 
 
 def target_cluster(args: argparse.Namespace) -> Cluster:
+    from cvs_tui.core.cluster import cluster_from_nodes_arg, load_cluster, local_cluster
+
     if getattr(args, "cluster", None):
         return load_cluster(args.cluster)
     if getattr(args, "nodes", None):
@@ -63,6 +69,10 @@ def load_target(
     With ``--slurm`` and ``allocate`` (a run), an allocation is requested when cvs-tui is not inside
     one; the caller releases it (``slurm_target.release_owned``). Without ``allocate`` (plan) nothing
     is requested: the plan shows the request and the rank map."""
+    from cvs_tui.core.config.loader import load_config
+    from cvs_tui.core.plan import build_plan, new_run_id
+
+    args.config = resolve_config_arg(args.config)
     if getattr(args, "slurm", False):
         return _load_slurm_target(args, out_dir=out_dir, allocate=allocate)
     if getattr(args, "slurm_args", None):
@@ -90,6 +100,8 @@ def _load_slurm_target(
     import asyncio
 
     from cvs_tui.core.cluster import os_user
+    from cvs_tui.core.config.loader import load_config
+    from cvs_tui.core.plan import build_plan, new_run_id
     from cvs_tui.core.runner import slurm_target as st
     from cvs_tui.core.runner.slurm import SlurmClient, release_allocation
 
@@ -110,6 +122,25 @@ def _load_slurm_target(
     except BaseException:
         asyncio.run(release_allocation(client, alloc))
         raise
+
+
+def resolve_config_arg(config: str) -> str:
+    """CONFIG as given, or the path of the shipped config it names (a name from `cvs-tui config list`)
+    when no such file exists. A shipped config that still holds `<changeme>` must be copied and filled
+    in first: that is the error, with the command to do it."""
+    if Path(config).exists():
+        return config
+    from cvs_tui.core.config.shipped import find_shipped
+
+    shipped = find_shipped(config)
+    if shipped is None:
+        return config  # the loader names the missing file and the fix
+    if "<changeme>" in shipped.read_text(encoding="utf-8"):
+        raise UserError(
+            f"{config}: a shipped config with <changeme> values; copy it first with "
+            f"`cvs-tui config copy {config}`, fill them in, then pass the copy"
+        )
+    return str(shipped)
 
 
 # -- the privacy denylist ----------------------------------------------------------------------------------
@@ -138,11 +169,14 @@ def add_context_options(p: argparse.ArgumentParser) -> None:
 def context_from_args(args: argparse.Namespace, inputs: list[str] | None = None) -> PrivacyContext:
     """Denylist from --deny-term/--denylist/--config/--cluster, the local user and $HOME, and every run
     folder among ``inputs`` (a folder holding plan.json or results.json)."""
+    from cvs_tui.core.privacy import build_context, context_from_run_folder, read_cluster_hosts
+    from cvs_tui.core.run_folder import RunFolder
+
     loaded = cluster = None
     if getattr(args, "config", None):
         from cvs_tui.core.config.loader import load_config
 
-        loaded = load_config(args.config)
+        loaded = load_config(resolve_config_arg(args.config))
     if getattr(args, "cluster", None):  # names only: the SSH key file need not exist to scrub
         cluster = read_cluster_hosts(args.cluster)
     ctx = build_context(

@@ -14,8 +14,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.privacy import build_context, scrub_run_folder
-
 if TYPE_CHECKING:
     from cvs_tui.core.cluster import Cluster
     from cvs_tui.core.config.loader import LoadedConfig
@@ -35,6 +33,8 @@ def publish(
     """Write ``run_dir/public``; True when it is clean (or --public was not given)."""
     if not getattr(args, "public", False):
         return True
+    from cvs_tui.core.privacy import build_context, scrub_run_folder
+
     ctx = build_context(
         loaded=loaded,
         cluster=cluster,

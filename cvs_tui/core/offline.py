@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,6 +73,35 @@ def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[l
     return events, parser.lines_seen
 
 
+# Below this many bytes of logs in all, parsing in this process beats starting workers.
+POOL_MIN_BYTES = 64 << 20
+
+
+def parse_node_logs(
+    paths: Sequence[Path], error_patterns: dict[str, str] | None, *, workers: int | None = None
+) -> list[tuple[list[LogEvent], int]]:
+    """:func:`parse_log_file` for each node log, in order; big logs are parsed in a process pool, one node
+    per task, so every core works (the scanner holds the GIL). ``workers``: pool size (default: one per
+    CPU, at most one per log); 1 parses here."""
+    import threading
+
+    sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
+    n = min(len(paths), workers or os.cpu_count() or 1)
+    # fork is the one start method that needs no importable __main__ and no re-import of the parser; it
+    # is safe only while this process has no other thread (an event loop thread, a TUI): else parse here
+    if n < 2 or sum(sizes) < POOL_MIN_BYTES or threading.active_count() > 1:
+        return [parse_log_file(p, error_patterns) for p in paths]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    # the largest logs first, so the last task to start is a short one
+    order = sorted(range(len(paths)), key=lambda i: -sizes[i])
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        futures = {i: pool.submit(parse_log_file, paths[i], error_patterns) for i in order}
+        return [futures[i].result() for i in range(len(paths))]
+
+
 def analyze_node_logs(
     run: PlannedRun,
     node_logs: Sequence[Path],
@@ -80,7 +110,7 @@ def analyze_node_logs(
     hosts: Sequence[str] | None = None,
 ) -> RunRecord:
     """Judge a finished (or crashed) run from its node logs on disk, index = rank."""
-    parsed = [parse_log_file(Path(p), error_patterns) for p in node_logs]
+    parsed = parse_node_logs([Path(p) for p in node_logs], error_patterns)
     return finalize_run(
         run,
         [evs for evs, _ in parsed],
@@ -249,6 +279,7 @@ __all__ = [
     "analyze_node_logs",
     "analyze_paths",
     "parse_log_file",
+    "parse_node_logs",
     "plan_for",
     "planned_run",
     "read_plan",

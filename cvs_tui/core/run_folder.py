@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from cvs_tui.core.config.model import slugify
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.results import Results, load_results, write_results
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import Plan
+    from cvs_tui.core.results import Results
 
 PLAN = "plan.json"
 EVENTS = "events.jsonl"
@@ -195,10 +195,14 @@ class RunFolder:
     # -- results.json ----------------------------------------------------------------------------------
     def results(self) -> Results:
         """results.json; a missing or malformed one is a UserError naming the file (see load_results)."""
+        from cvs_tui.core.results import load_results  # pydantic models: only when results are read
+
         return load_results(self.results_path)
 
     def write_results(self, results: Results) -> Path:
         """Write results.json atomically."""
+        from cvs_tui.core.results import write_results
+
         return write_results(results, self.results_path)
 
 

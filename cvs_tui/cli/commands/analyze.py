@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.options import add_public_options, resolve_config_arg
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
@@ -79,6 +80,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(needed when the config selects several runs and the logs are not a run folder)",
     )
     p.add_argument("--no-ui", action="store_true", help="print the summary only, even in a terminal")
+    p.add_argument(
+        "--json", action="store_true", help="print the summary as JSON on stdout (implies --no-ui)"
+    )
     p.add_argument("--no-mouse", action="store_true", help="terminal UI without mouse support")
     p.add_argument("--ascii", action="store_true", help="ASCII-only drawing characters")
     add_public_options(p)
@@ -100,8 +104,29 @@ def print_summary(results: Results, paths: dict[str, Path]) -> None:
         print(f"  {kind:8} {p}")
 
 
+def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
+    """What `print_summary` says, for scripts: the verdict, each run's status and failures, the files."""
+    return {
+        "passed": results.passed,
+        "runs": [
+            {
+                "key": r.key,
+                "kind": r.kind,
+                "status": r.status,
+                "outcome": r.outcome,
+                "reason": r.reason,
+                "failed": [
+                    {"metric": v.metric, "message": v.message} for v in r.verdicts if v.status == "FAIL"
+                ],
+            }
+            for r in results.runs
+        ],
+        "files": {k: str(v) for k, v in paths.items()},
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    loaded = load_config(args.config)
+    loaded = load_config(resolve_config_arg(args.config))
     if args.follow:
         from cvs_tui.cli.follow import run_follow
 
@@ -117,9 +142,12 @@ def run(args: argparse.Namespace) -> int:
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}
-    print_summary(results, paths)
+    if args.json:
+        print(json.dumps(summary_dict(results, paths), indent=2))
+    else:
+        print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
-    if not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty():
+    if not args.no_ui and not args.json and sys.stdout.isatty() and sys.stdin.isatty():
         _show(loaded, plan, results, args, paths)
     return 0 if results.passed and clean else 1
 

@@ -9,7 +9,9 @@ Exit 0 nothing regressed, 1 a comparable metric REGRESSED (or, with --strict, an
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import sys
 from collections import Counter
 
 from rich.console import Console
@@ -59,7 +61,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the run raw logs belong to (a sweep key, SMOKE, CKPT-1, ...) when the config selects several",
     )
     p.add_argument("--html", metavar="FILE", help="also write the comparison as HTML")
-    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        nargs="?",
+        const="-",
+        help="also write the comparison as JSON to FILE; `--json` alone prints only the JSON on stdout",
+    )
     p.add_argument(
         "--threshold-pct",
         type=float,
@@ -242,6 +250,13 @@ def render(report: cmp.CompareReport, console: Console) -> None:
     console.print(Text.assemble("overall: ", _verdict(report.verdict)))
 
 
+def _render_console(report: cmp.CompareReport) -> None:
+    console = Console()
+    if not console.is_terminal:  # a pipe or CI log: wide enough that the table is not folded
+        console = Console(width=170)
+    render(report, console)
+
+
 def run(args: argparse.Namespace) -> int:
     base_paths, cand_paths = _sides(args)
     if not (math.isfinite(args.threshold_pct) and args.threshold_pct >= 0):
@@ -251,14 +266,15 @@ def run(args: argparse.Namespace) -> int:
         cand_paths, config=args.candidate_config or args.config, side="candidate", run_key=args.run
     )
     report = cmp.compare(base, cand, threshold_pct=args.threshold_pct, within_run=args.within_run)
-    console = Console()
-    if not console.is_terminal:  # a pipe or CI log: wide enough that the table is not folded
-        console = Console(width=170)
-    render(report, console)
-    if args.json:
+    to_stdout = args.json == "-"
+    if to_stdout:  # stdout holds the JSON alone, so a script can parse it
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+    else:
+        _render_console(report)
+    if args.json and not to_stdout:
         print(f"  json     {cmp.write_json(report, args.json)}")
     if args.html:
-        print(f"  html     {cmp.write_html(report, args.html)}")
+        print(f"  html     {cmp.write_html(report, args.html)}", file=sys.stderr if to_stdout else sys.stdout)
     if report.regressed:
         return 1
     if args.strict and any(r.verdict in (cmp.INCONCLUSIVE, cmp.NOT_COMPARABLE) for r in report.runs):

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.cli.options import add_target_args, load_target
-from cvs_tui.core.config.loader import DISTRIBUTED_ENV_VARS
-from cvs_tui.core.config.model import CvsConfig
 from cvs_tui.core.config.shipped import find_shipped, list_shipped, shipped_configs_dir, sibling_thresholds
 from cvs_tui.core.errors import UserError
 
@@ -19,7 +17,9 @@ from cvs_tui.core.errors import UserError
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("config", help="list, copy, validate shipped configs; print the JSON Schema")
     sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    sub.add_parser("list", help="list the shipped configs").set_defaults(handler=run_list)
+    ls = sub.add_parser("list", help="list the shipped configs")
+    ls.add_argument("--json", action="store_true", help="print the list as JSON")
+    ls.set_defaults(handler=run_list)
     c = sub.add_parser("copy", help="copy a shipped config and its threshold file(s)")
     c.add_argument("name", metavar="NAME", help="a name from `cvs-tui config list`")
     c.add_argument("dest", metavar="DEST", nargs="?", default=".", help="folder or .json file (default: .)")
@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "validate", help="check a config (and nodes): exit 0 valid, 2 with one line per problem"
     )
     add_target_args(v)
+    v.add_argument(
+        "--json", action="store_true", help="print the outcome as one JSON object (errors included)"
+    )
     v.set_defaults(handler=run_validate)
     sub.add_parser("schema", help="print the JSON Schema of the config format").set_defaults(
         handler=run_schema
@@ -38,7 +41,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     m.add_argument("dest", metavar="DEST", nargs="?", help="new config file (default: OLD_migrated.json)")
     m.add_argument("--force", action="store_true", help="overwrite existing files")
     m.set_defaults(handler=run_migrate)
-    p.set_defaults(handler=run_list)
+    p.set_defaults(handler=run_list, json=False)
+
+
+# cvs_tui.core.config.loader.DISTRIBUTED_ENV_VARS, repeated so that `config list` does not import the
+# loader (and pydantic); a test keeps the two equal.
+DISTRIBUTED_ENV_VARS = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
 
 
 def _summary(path: Path) -> str:
@@ -53,8 +61,50 @@ def _summary(path: Path) -> str:
     return f"{mode:<11} gpu {data.get('gpu_name', '?'):<6} runs: {', '.join(runs) or 'default'}"
 
 
+def changeme_paths(node: Any, at: str = "") -> list[str]:
+    """Where a config still holds `<changeme>`: dotted key paths (`container.image`), in file order."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in changeme_paths(v, f"{at}.{k}" if at else str(k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in changeme_paths(v, f"{at}[{i}]")]
+    return [at] if isinstance(node, str) and "<changeme>" in node else []
+
+
+def _list_json(items: list[tuple[str, Path]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name, path in items:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            data = None
+        if not isinstance(data, dict):
+            out.append({"name": name, "path": str(path), "readable": False})
+            continue
+        env = (data.get("container") or {}).get("env") or {}
+        sweeps = data.get("sweeps") or {}
+        tagged = data.get("threshold_json", "")
+        out.append(
+            {
+                "name": name,
+                "path": str(path),
+                "readable": True,
+                "mode": "distributed" if any(env.get(k) for k in DISTRIBUTED_ENV_VARS) else "single",
+                "gpu_name": data.get("gpu_name"),
+                "runs": data.get("runs") or [k for k in sweeps if not k.startswith("_")],
+                "thresholds": [
+                    str(t) for t in sibling_thresholds(path, tagged if isinstance(tagged, str) else None)
+                ],
+                "changeme": changeme_paths(data),
+            }
+        )
+    return out
+
+
 def run_list(args: argparse.Namespace) -> int:
     items = list_shipped()
+    if args.json:
+        print(json.dumps({"dir": str(shipped_configs_dir()), "configs": _list_json(items)}, indent=2))
+        return 0
     print(f"Shipped configs in {shipped_configs_dir()}:")
     if not items:
         print("  (none)")
@@ -91,14 +141,18 @@ def run_copy(args: argparse.Namespace) -> int:
     for s, d in copies:
         shutil.copyfile(s, d)
         print(f"copied {s.name} -> {d}")
-    print(
-        f"Next: replace every <changeme> in {cfg_dest} (image tag, NCCL device vars, threshold_json), "
-        f"then `cvs-tui plan {cfg_dest}`."
-    )
+    todo = changeme_paths(raw)
+    if todo:
+        where = ", ".join(todo)
+        print(f"Next: replace every <changeme> in {cfg_dest} ({where}), then `cvs-tui plan {cfg_dest}`.")
+    else:
+        print(f"Nothing to fill in: ready for `cvs-tui plan {cfg_dest}`.")
     return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    if args.json:
+        return _validate_json(args)
     loaded, cluster, plan = load_target(args)
     for w in loaded.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -113,6 +167,28 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate_json(args: argparse.Namespace) -> int:
+    """`config validate --json`: one object on stdout, valid or not; exit 0 valid, 2 invalid."""
+    try:
+        loaded, cluster, plan = load_target(args)
+    except UserError as exc:
+        print(json.dumps({"valid": False, "config": args.config, "errors": exc.problems}, indent=2))
+        return 2
+    doc = {
+        "valid": not plan.preflight_errors,
+        "config": str(loaded.path),
+        "mode": loaded.mode,
+        "nodes": len(cluster.nodes),
+        "runs": [r.key for r in loaded.runs],
+        "thresholds": str(loaded.threshold_path),
+        "enforce_thresholds": plan.enforce_thresholds,
+        "warnings": list(loaded.warnings),
+        "errors": list(plan.preflight_errors),
+    }
+    print(json.dumps(doc, indent=2))
+    return 2 if plan.preflight_errors else 0
+
+
 def run_migrate(args: argparse.Namespace) -> int:
     from cvs_tui.core.config.migrate import write_migrated
 
@@ -123,6 +199,8 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 def config_json_schema() -> dict[str, Any]:
     """CvsConfig's JSON Schema, allowing `_` comment keys wherever unknown keys are forbidden."""
+    from cvs_tui.core.config.model import CvsConfig
+
     schema = CvsConfig.model_json_schema()
 
     def allow_comments(node: Any) -> None:

@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 
 from cvs_tui.cli.options import add_target_args, load_target
-from cvs_tui.core.plan import format_plan
-from cvs_tui.core.run_folder import RunFolder
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,12 +28,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    from cvs_tui.core.plan import format_plan
+    from cvs_tui.core.run_folder import RunFolder
+
     out = Path(args.out) if args.out else None
     _, _, plan = load_target(args, out_dir=out)
     if args.json:
         print(json.dumps(plan.display_dict(), indent=2))
     else:
         print(format_plan(plan), end="")
+    if not plan.enforce_thresholds:
+        # one parenthesis in the plan was easy to miss on a shipped config that gates nothing
+        print(
+            "cvs-tui: warning: thresholds NOT enforced: metrics recorded, none gated "
+            "(set enforce_thresholds: true in the config to gate them)",
+            file=sys.stderr,
+        )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         written = RunFolder(out).write_plan(plan)

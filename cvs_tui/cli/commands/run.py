@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -177,8 +178,15 @@ async def _main(
                 info={"run folder": str(run_dir)},
                 run_dir=run_dir,
             )
+            if choice == "detach":
+                print(
+                    f"detached: run continues (pid {os.getpid()}); follow it with: "
+                    f"cvs-tui attach {run_dir.resolve()}",
+                    flush=True,
+                )
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)
+                ui = False  # the console printed the verdict line
         else:
             from cvs_tui.cli.console import run_console
 
@@ -196,5 +204,8 @@ async def _main(
     if task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
     if ui:  # the headless console has printed it already
-        print(f"report: {folder.report_path}")
+        from cvs_tui.cli.verdict_line import suite_line_from_files
+
+        line = suite_line_from_files(folder.results_path, folder.report_path)
+        print(line or f"report: {folder.report_path.resolve().as_uri()}")
     return 0 if suite.results_passed() else 1

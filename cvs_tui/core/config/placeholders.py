@@ -12,6 +12,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.config.problems import Problems, jpath
@@ -23,6 +24,23 @@ RUN_DIR = "run_dir"
 
 # Subtrees whose strings are not substituted: error_patterns hold regexes (`\d{3}` is not a placeholder).
 SKIP_TOP_LEVEL = frozenset({"error_patterns"})
+
+
+MAXTEXT_PYTHON_VAR = "CVS_TUI_MAXTEXT_PYTHON"
+
+
+def project_maxtext_python() -> Path:
+    """The MaxText environment the setup scripts make next to the package (a checkout: `.venv-maxtext`)."""
+    return Path(__file__).resolve().parents[3] / ".venv-maxtext" / "bin" / "python"
+
+
+def env_default(var: str) -> str | None:
+    """What an unset ``{env.VAR}`` means without an export: only ``CVS_TUI_MAXTEXT_PYTHON``, as the
+    project's own MaxText environment when that exists (so the shipped local configs work after the
+    demo); anything else stays an error."""
+    if var == MAXTEXT_PYTHON_VAR and (python := project_maxtext_python()).is_file():
+        return str(python)
+    return None
 
 
 class _Resolver:
@@ -76,6 +94,8 @@ class _Resolver:
                 var = name[4:]
                 if var in self.env:
                     return self.env[var]
+                if (default := env_default(var)) is not None:
+                    return default
                 ok = False
                 self.problems.add(
                     where,

@@ -12,7 +12,6 @@ Stage modules import only plan-level types and the launcher seam (no SSH, Docker
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,6 +121,8 @@ async def on_all(
         if r.rc != 0:
             return f"node {rank}: exit {r.rc}: {(r.err or r.out).strip()[-300:]}"
         return None
+
+    import asyncio  # here, not at the top: `plan` imports this module and opens no event loop
 
     res = await asyncio.gather(*(one(rank) for rank in range(len(ctx.plan.nodes))))
     return [r for r in res if r]

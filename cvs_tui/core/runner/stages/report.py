@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.report import REPORT_FILES, write_reports
 from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
 
 
@@ -17,6 +16,9 @@ class Report(Stage):
         return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
+        # imported here: `plan` lists this stage and must not pay for the report renderers and models
+        from cvs_tui.core.report import REPORT_FILES, write_reports
+
         ctx.stage(self.name, StageState.RUNNING)
         # marked done before rendering so the report shows its own stage finished; a failure to write
         # is recorded as such and re-raised

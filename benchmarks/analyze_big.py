@@ -1,0 +1,126 @@
+"""`cvs-tui analyze` of big runs: N node logs of S MB each, wall time, MB/s and peak memory.
+
+    python benchmarks/analyze_big.py [--nodes 8] [--mb 100] [--fixture LOG] [--config CONFIG]
+        [--run KEY] [--dir DIR] [--keep] [--cvs-tui PATH]
+
+The node logs are built from a real MaxText log (default: tests/fixtures/maxtext/single_20steps.log):
+its start-up lines, then its step lines repeated with renumbered steps (step k of repeat r becomes
+r * steps + k, timestamps kept) until the file holds S MB, then its closing lines. Node i's copy is
+the same text, so every node agrees and the judge has real work to do on each.
+
+The command runs once in a fresh process (`cvs-tui analyze CONFIG --logs DIR --run KEY --no-ui`),
+after the logs are written and read once (warm page cache). Printed: wall time, input MB/s, the peak
+RSS of the analyze process and of the largest process it waited for (a parse worker), from
+getrusage, and the machine's load average (a shared machine inflates every figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FIXTURE = ROOT / "tests/fixtures/maxtext/single_20steps.log"
+DEFAULT_CONFIG = ROOT / "configs/local/cpu_jaxmaxtext_tiny-llama_single.json"
+STEP = re.compile(rb"completed step: (\d+),")
+
+
+def split_fixture(text: bytes) -> tuple[bytes, list[bytes], bytes, int]:
+    """(start-up lines, step block lines, closing lines, steps in the block)."""
+    lines = text.splitlines(keepends=True)
+    idx = [i for i, line in enumerate(lines) if STEP.search(line)]
+    if not idx:
+        raise SystemExit("analyze_big: the fixture has no `completed step:` line")
+    first, last = idx[0], idx[-1]
+    steps = max(int(STEP.search(lines[i])[1]) for i in idx) + 1  # type: ignore[index]
+    return b"".join(lines[:first]), lines[first : last + 1], b"".join(lines[last + 1 :]), steps
+
+
+def write_node_log(path: Path, fixture: Path, size: int) -> int:
+    """Write one node log of about ``size`` bytes; returns its step count."""
+    head, block, tail, steps = split_fixture(fixture.read_bytes())
+    block_bytes = sum(len(b) for b in block)
+    repeats = max(1, (size - len(head) - len(tail)) // block_bytes)
+    with path.open("wb", buffering=1 << 20) as fh:
+        fh.write(head)
+        for r in range(repeats):
+            off = r * steps
+            chunk = [
+                STEP.sub(lambda m, o=off: b"completed step: %d," % (int(m[1]) + o), line)  # type: ignore[misc]
+                for line in block
+            ]
+            fh.write(b"".join(chunk))
+        fh.write(tail)
+    return repeats * steps
+
+
+def _verdict(stdout: str) -> str:
+    return next((line for line in stdout.splitlines() if line.endswith("overall")), "(none printed)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--mb", type=float, default=100.0, help="size of each node log in MB (1e6 bytes)")
+    ap.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE)
+    ap.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    ap.add_argument("--run", default="SMOKE", help="the run the logs belong to (--run of analyze)")
+    ap.add_argument("--dir", type=Path, help="where the logs go (default: a temporary folder)")
+    ap.add_argument("--keep", action="store_true", help="keep the logs and the output folder")
+    ap.add_argument("--cvs-tui", default=str(ROOT / ".venv/bin/cvs-tui"))
+    args = ap.parse_args()
+
+    work = args.dir or Path(tempfile.mkdtemp(prefix="analyze-big-"))
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    size = int(args.mb * 1e6)
+    t0 = time.perf_counter()
+    first = logs / "node0.log"
+    steps = write_node_log(first, args.fixture, size)
+    for i in range(1, args.nodes):
+        shutil.copyfile(first, logs / f"node{i}.log")
+    total = sum(p.stat().st_size for p in logs.glob("node*.log"))
+    print(
+        f"analyze_big: {args.nodes} node logs x {first.stat().st_size / 1e6:.1f} MB ({steps} steps each), "
+        f"written in {time.perf_counter() - t0:.1f} s to {logs}"
+    )
+    for p in logs.glob("node*.log"):  # warm the page cache: the figure is the parser, not the disk
+        with p.open("rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    env = dict(os.environ)
+    maxtext = ROOT / ".venv-maxtext/bin/python"
+    if "CVS_TUI_MAXTEXT_PYTHON" not in env and not maxtext.is_file():
+        env["CVS_TUI_MAXTEXT_PYTHON"] = sys.executable  # named by the local config; nothing is launched
+    out = work / "out"
+    cmd = [args.cvs_tui, "analyze", str(args.config), "--logs", str(logs), "--run", args.run]
+    cmd += ["--out", str(out), "--no-ui"]
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (usage.ru_utime - before.ru_utime) + (usage.ru_stime - before.ru_stime)
+    print(f"  command: {' '.join(cmd)}")
+    print(f"  exit {proc.returncode}; verdict: {_verdict(proc.stdout)}")
+    if proc.returncode not in (0, 1):
+        print(proc.stderr.strip()[-2000:])
+    print(f"  load average before: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, {os.cpu_count()} CPUs")
+    print(f"  wall {wall:.1f} s, CPU {cpu:.1f} s ({cpu / wall:.2f} cores), {total / 1e6 / wall:.1f} MB/s")
+    print(f"  peak RSS of the largest process: {usage.ru_maxrss / 1024:.0f} MB")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if proc.returncode in (0, 1) else proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

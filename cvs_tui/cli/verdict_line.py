@@ -1,0 +1,52 @@
+"""The one line a finished suite ends with, as `pytest` ends with its counts:
+
+    suite PASSED — 6 runs, 17 checks passed, 0 failed, 1m57s — file:///abs/runs/x/report.html
+
+Built from results.json (the record every front-end writes), so the live view, the headless console and a
+detached run all print the same counts. A "check" is a metric verdict with status PASS or FAIL (RECORD
+and N/A verdicts gate nothing and are not counted).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cvs_tui.core.results import Results
+
+
+def _duration(results: Results) -> float | None:
+    starts = [s.started_at for s in results.stages if s.started_at]
+    ends = [s.ended_at for s in results.stages if s.ended_at]
+    if not starts or not ends:
+        return None
+    return max(0.0, max(ends) - min(starts))
+
+
+def suite_line(results: Results, report_path: str | Path | None) -> str:
+    from cvs_tui.render.format import fmt_duration
+
+    verdicts = [v for r in results.runs for v in r.verdicts]
+    ok = sum(v.status == "PASS" for v in verdicts)
+    bad = sum(v.status == "FAIL" for v in verdicts)
+    n = len(results.runs)
+    parts = [f"{n} run{'s' if n != 1 else ''}", f"{ok} checks passed", f"{bad} failed"]
+    seconds = _duration(results)
+    if seconds is not None:
+        parts.append(fmt_duration(seconds))
+    line = f"suite {'PASSED' if results.passed else 'FAILED'} — {', '.join(parts)}"
+    if report_path:
+        line += f" — {Path(report_path).resolve().as_uri()}"
+    return line
+
+
+def suite_line_from_files(results_path: str | Path, report_path: str | Path | None) -> str | None:
+    """The line for a results.json on disk; None when it cannot be read (the caller says less)."""
+    from cvs_tui.core.errors import UserError
+    from cvs_tui.core.results import load_results
+
+    try:
+        return suite_line(load_results(Path(results_path)), report_path)
+    except (OSError, ValueError, UserError):
+        return None
