@@ -106,6 +106,17 @@ def test_changeme_image_is_a_preflight_error_not_a_load_error(tmp_path: Path) ->
     assert line.startswith("container.image: ") and "image tag" in line
 
 
+def test_changeme_image_is_listed_with_the_other_tags_in_one_pass(tmp_path: Path) -> None:
+    """A config with load errors still names the tagged image, so the user fixes all in one go (F21)."""
+
+    def tag(cfg: dict[str, Any]) -> None:
+        cfg["container"]["image"] = "rocm/jax:tag <changeme>"
+        cfg["container"]["env"]["NCCL_IB_HCA"] = "rdma0 <changeme>"
+
+    paths = sorted(line.split(": ")[0] for line in problems_of(write_config(tmp_path, tag)))
+    assert paths == ["container.env.NCCL_IB_HCA", "container.image"]
+
+
 def test_threshold_json_resolves_next_to_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_config(tmp_path / "cfgs")
     monkeypatch.chdir(tmp_path)

@@ -370,7 +370,9 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
                     warnings=warnings,
                 )
 
-    problems.raise_if_any()
+    if problems.lines:
+        # everything to fix in one pass: the launch-blocking tags (the image) too, not in a second wave
+        raise UserError(problems.lines + [f"{problems.prefix}{line}" for line in preflight])
     assert config is not None
 
     label = config.train_params.model_id or str(config.train_params.maxtext_config.get("model_name"))
