@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 
 # Every metric the suite records (all under `training.`).
 KNOWN_METRICS = (
@@ -57,13 +58,16 @@ def read_json_object(path: Path, label: str, problems: Problems) -> dict[str, An
         problems.add(str(path), f"cannot read {label}: {exc}", "check the file and its permissions")
         return None
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as exc:
         problems.add(
             str(path),
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
             "fix the JSON syntax",
         )
+        return None
+    except JsonInputError as exc:  # NaN/Infinity, 1e400, duplicate key, huge int, deep nesting
+        problems.add(str(path), f"invalid {label}: {exc}", "fix the file")
         return None
     if not isinstance(data, dict):
         problems.add(

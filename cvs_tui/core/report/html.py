@@ -38,7 +38,10 @@ def _num(x: float | None, digits: int = 1) -> str:
 def fmt_time(ts: float | None) -> str:
     if ts is None:
         return "—"
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):  # an edited results.json: -1e12, 1e300, NaN (audit #18)
+        return f"invalid time ({ts!r})"
 
 
 def fmt_mesh(axes: list[int]) -> str:
