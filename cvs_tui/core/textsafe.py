@@ -18,6 +18,9 @@ report.html; text that holds none of these characters is returned as is (one reg
 from __future__ import annotations
 
 import re
+from dataclasses import fields, is_dataclass, replace
+from enum import Enum
+from typing import TypeVar
 
 _BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _BAD_KEEP_NL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
@@ -44,4 +47,35 @@ def sanitize_text(text: str, *, keep_newlines: bool = False) -> str:
     return rx.sub(_visible, text)
 
 
-__all__ = ["REPLACEMENT", "sanitize_text"]
+_T = TypeVar("_T")
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, Enum) or (not isinstance(value, (str, tuple, list)) and not is_dataclass(value)):
+        return value
+    if isinstance(value, str):
+        return sanitize_text(value, keep_newlines=True)
+    if isinstance(value, (tuple, list)):
+        items = [_clean(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    return safe_event(value)
+
+
+def safe_event(ev: _T) -> _T:
+    """``ev`` (a frozen event dataclass, possibly nesting another) with every string field passed through
+    :func:`sanitize_text`; the same object when nothing needed it. The console and the TUI apply it to
+    each event before showing anything, so no node-supplied string reaches a screen raw."""
+    if not is_dataclass(ev) or isinstance(ev, type):
+        return ev
+    changes: dict[str, object] = {}
+    for f in fields(ev):
+        old = getattr(ev, f.name)
+        new = _clean(old)
+        if new is not old:
+            changes[f.name] = new
+    return replace(ev, **changes) if changes else ev
+
+
+__all__ = ["REPLACEMENT", "safe_event", "sanitize_text"]

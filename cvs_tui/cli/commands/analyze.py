@@ -24,6 +24,7 @@ from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.textsafe import sanitize_text
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -60,18 +61,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def print_summary(results: Results, paths: dict[str, Path]) -> None:
+    for line in _summary_lines(results, paths):
+        print(sanitize_text(line))  # reasons and messages quote node text (audit #5)
+
+
+def _summary_lines(results: Results, paths: dict[str, Path]) -> list[str]:
+    out: list[str] = []
     for r in results.runs:
         fails = [v for v in r.verdicts if v.status == "FAIL"]
         line = f"{r.status:4}  {r.key}  ({r.kind}, {r.outcome}"
         line += f", {len(fails)} failed metric(s))" if fails else ")"
-        print(line)
+        out.append(line)
         if r.outcome != "complete":
-            print(f"      {r.reason}")
+            out.append(f"      {r.reason}")
         for v in fails:
-            print(f"      {v.message}")
-    print(f"{'PASS' if results.passed else 'FAIL'}  overall")
+            out.append(f"      {v.message}")
+    out.append(f"{'PASS' if results.passed else 'FAIL'}  overall")
     for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]:
-        print(f"  {kind:8} {p}")
+        out.append(f"  {kind:8} {p}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

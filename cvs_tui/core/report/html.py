@@ -11,6 +11,7 @@ from markupsafe import Markup
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report.charts import loss_chart, step_time_chart
 from cvs_tui.core.results import NodeHealthRecord, Results
+from cvs_tui.core.textsafe import sanitize_text
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -23,12 +24,21 @@ def environment(*, html: bool = True) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_safe_output,
     )
     env.filters["num"] = _num
     env.filters["when"] = fmt_time
     env.filters["secs"] = fmt_secs
     env.filters["mesh"] = fmt_mesh
     return env
+
+
+def _safe_output(value: object) -> object:
+    """Every ``{{ }}`` value: node text loses its control characters before it reaches report.html or
+    summary.md (audit #5); markup we built ourselves (the SVG charts) is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return sanitize_text(value, keep_newlines=True)
+    return value
 
 
 def _num(x: float | None, digits: int = 1) -> str:
