@@ -161,3 +161,11 @@ def test_atomic_write_syncs_before_the_rename(tmp_path: Path, monkeypatch: pytes
     assert write_atomic(tmp_path / "f.txt", "abc").read_text() == "abc"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert load_results(write_results(res, tmp_path / "r.json")).runs[0].key == res.runs[0].key
+
+
+def test_loss_curve_sample_every_below_1_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d["loss_curve"].update(sample_every=-3))
+    assert main(["config", "validate", str(cfg)]) == 2
+    assert "loss_curve.sample_every" in _err_line(capsys)
