@@ -104,6 +104,13 @@ class PlannedRun(_Frozen):
     judge: JudgeSpec
 
 
+# said in plan, run and plan.json whenever SSH host keys go unchecked (audit #16)
+HOST_KEYS_OFF = (
+    "SSH host-key checks are off (verify_host_keys: false or --no-host-key-check): "
+    "a node's identity is not verified"
+)
+
+
 class Plan(_Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     run_id: str
@@ -403,6 +410,8 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         if mode == "amd":
             launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
     extra_warnings = list(cluster.warnings)
+    if not cluster.verify_host_keys and not cluster.is_local:
+        extra_warnings.append(HOST_KEYS_OFF)
     if runtime == "docker" and mode == "auto":
         extra_warnings.append(
             f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "

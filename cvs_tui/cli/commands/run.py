@@ -22,7 +22,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.plan import Plan
+from cvs_tui.core.plan import HOST_KEYS_OFF, Plan
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
 
@@ -96,7 +96,8 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
     if plan.preflight_errors:
         raise UserError(plan.preflight_errors)
     if args.no_host_key_check:
-        plan = plan.model_copy(update={"verify_host_keys": False})
+        warnings = plan.warnings if HOST_KEYS_OFF in plan.warnings else [*plan.warnings, HOST_KEYS_OFF]
+        plan = plan.model_copy(update={"verify_host_keys": False, "warnings": warnings})
     for w in plan.warnings:
         print(f"cvs-tui: warning: {w}", file=sys.stderr)
     if plan.mode == "distributed" and len(plan.nodes) == 1:
