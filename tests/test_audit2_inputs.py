@@ -169,3 +169,19 @@ def test_loss_curve_sample_every_below_1_is_refused(
     cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d["loss_curve"].update(sample_every=-3))
     assert main(["config", "validate", str(cfg)]) == 2
     assert "loss_curve.sample_every" in _err_line(capsys)
+
+
+@pytest.mark.parametrize("text", ["a: 9999-99-99\n", "0: 0000-00-00\n", "a: " + "9" * 5000 + "\n"])
+def test_card_yaml_values_python_cannot_build_are_problems(text: str) -> None:
+    from cvs_tui.core.card.build import validate_card_text
+
+    problems = validate_card_text(text, source="card.yaml")
+    assert problems and problems[0].startswith("card.yaml: ")
+
+
+def test_a_threshold_name_the_os_refuses_is_a_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d.update(threshold_json="9" * 5000 + ".json"))
+    assert main(["config", "validate", str(cfg)]) == 2
+    assert "threshold_json" in _err_line(capsys)

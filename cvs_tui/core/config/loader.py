@@ -160,6 +160,15 @@ def _resolve_threshold_path(config_path: Path, given: str) -> Path:
     return p if p.is_absolute() else config_path.parent / p
 
 
+def _is_file(p: Path) -> bool:
+    """``Path.is_file`` that answers False for a name the OS refuses (too long, NUL byte) instead of raising
+    (found by tests/test_input_fuzz.py)."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> None:
     """Cross-field rules on the (cleaned, resolved) document; every type is guarded."""
     env = _get(doc, "container", "env")
@@ -335,7 +344,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
     if isinstance(given, str) and ("threshold_json",) not in tagged:
         if given.strip():
             threshold_path = _resolve_threshold_path(path, given.strip())
-        if not threshold_path.is_file():
+        if not _is_file(threshold_path):
             shown = given.strip() or "(empty: the default)"
             problems.add(
                 "threshold_json",
