@@ -182,6 +182,7 @@ def test_card_yaml_values_python_cannot_build_are_problems(text: str) -> None:
 def test_a_threshold_name_the_os_refuses_is_a_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d.update(threshold_json="9" * 5000 + ".json"))
+    cfg = write_config(tmp_path, runs=[KEY])
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "threshold_json": "9" * 5000 + ".json"}))
     assert main(["config", "validate", str(cfg)]) == 2
     assert "threshold_json" in _err_line(capsys)
