@@ -200,6 +200,16 @@ def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str
                     "a token does not belong in the config file",
                     "put it in the file named by paths.hf_token_file",
                 )
+            elif is_secret_name(name):
+                # its value would be written into the launcher script and the container's Env on every
+                # node (audit #11): a secret travels only as the token file
+                problems.add(
+                    jpath(["container", "env", name]),
+                    "a secret-named variable does not belong in the config file (its value would be "
+                    "written into the launcher script on every node)",
+                    "for the Hugging Face token use paths.hf_token_file; set other secrets in the node's "
+                    "own environment",
+                )
         port = env.get("JAX_COORDINATOR_PORT")
         if isinstance(port, str) and not (port.isdigit() and 0 < int(port) < 65536):
             problems.add(

@@ -1,0 +1,52 @@
+"""Audit 2 #11: a secret-named env var is refused in the config (only HF_TOKEN's file route carries a
+secret), and the launcher and YAML a run writes on a node are readable by the user only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _analysis_samples import write_config
+from _fault_infra import fault_setup
+from _runner_infra import infra_only
+from suite_fixtures.helpers import cli, remove_scratch_tree
+
+from cvs_tui.cli.main import main
+
+KEY = "BS=2,PRECISION=BF16,SL=128"
+
+
+@pytest.mark.parametrize(
+    "name", ["HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD"]
+)
+def test_secret_named_env_is_refused(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    value = "hf_SeCrEtToKeNvAlUe0123456789abcdefgh"
+    cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d["container"]["env"].update({name: value}))
+    assert main(["config", "validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"container.env.{name}" in err and "secret-named" in err
+    assert value not in err
+
+
+def test_tokenizer_and_ordinary_env_names_stay_allowed(tmp_path: Path) -> None:
+    env = {"TOKENIZERS_PARALLELISM": "false", "NCCL_DEBUG": "INFO"}
+    cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d["container"]["env"].update(env))
+    assert main(["config", "validate", str(cfg)]) == 0
+
+
+@infra_only
+def test_launcher_and_yaml_are_owner_only(tmp_path: Path) -> None:
+    body = (
+        'D=$(dirname "$CONFIG")\n'
+        'M="$(stat -c %a "$D") $(stat -c %a "$CONFIG") $(stat -c %a "$D/launch.node$RANK.sh")"\n'
+        'info x.py:1 "MODES $M"\n'
+        "header\nsteps 0 8\nexit 0\n"
+    )
+    s = fault_setup(tmp_path, body, steps=8)
+    try:
+        p = cli(s)
+        assert p.returncode == 0, p.stdout + p.stderr
+        for rank in (0, 1):
+            assert "MODES 700 600 700" in s.copied_log(rank).read_text()
+    finally:
+        remove_scratch_tree(s)
