@@ -186,3 +186,13 @@ def test_a_threshold_name_the_os_refuses_is_a_problem(
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "threshold_json": "9" * 5000 + ".json"}))
     assert main(["config", "validate", str(cfg)]) == 2
     assert "threshold_json" in _err_line(capsys)
+
+
+def test_a_key_path_the_os_refuses_is_a_problem(tmp_path: Path) -> None:
+    from cvs_tui.core.cluster import load_cluster
+    from cvs_tui.core.errors import UserError
+
+    cl = tmp_path / "cluster.json"
+    cl.write_text(json.dumps({"priv_key_file": "9" * 5000, "node_dict": {"10.0.0.5": {}}}))
+    with pytest.raises(UserError, match="priv_key_file"):
+        load_cluster(cl)
