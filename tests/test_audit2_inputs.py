@@ -196,3 +196,13 @@ def test_a_key_path_the_os_refuses_is_a_problem(tmp_path: Path) -> None:
     cl.write_text(json.dumps({"priv_key_file": "9" * 5000, "node_dict": {"10.0.0.5": {}}}))
     with pytest.raises(UserError, match="priv_key_file"):
         load_cluster(cl)
+
+
+def test_a_newline_in_a_key_stays_inside_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path, runs=[KEY])
+    (tmp_path / json.loads(cfg.read_text())["threshold_json"]).write_text('{"\\n\\u001b[2J": null}')
+    assert main(["config", "validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and all(ln.startswith("cvs-tui: ") for ln in err.splitlines())
