@@ -46,3 +46,19 @@ def test_bad_lines_are_skipped_and_counted_and_no_end_is_exit_1(
 def test_an_ended_passing_suite_still_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _folder(tmp_path, ended=True)
     assert main(["attach", str(d), "--no-ui", "--no-follow"]) == 0
+
+
+def test_compare_against_an_empty_candidate_is_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from _analysis_samples import FIXTURES, write_config
+
+    cfg = write_config(tmp_path, runs=["BS=2,PRECISION=BF16,SL=128"])
+    good = tmp_path / "good"
+    main(["analyze", str(cfg), "--logs", str(FIXTURES / "single_20steps.log"), "--out", str(good), "--no-ui"])
+    garbage = tmp_path / "garbage.log"
+    garbage.write_text("not a training log\n")
+    base = str(good / "results.json")
+    assert main(["compare", base, str(garbage), "--config", str(cfg)]) == 1
+    assert "logged no training step" in capsys.readouterr().err
+    assert main(["compare", base, str(garbage), "--config", str(cfg), "--allow-empty"]) == 0
