@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cvs_tui.core.events import LogLinesEvent, RunEvent, event_to_dict
+from cvs_tui.core.textsafe import mask_secrets
 
 
 class EventBus:
@@ -39,7 +40,8 @@ class EventBus:
             q.put_nowait(ev)
         if self._fh is not None and not isinstance(ev, LogLinesEvent):
             try:
-                self._fh.write(json.dumps(event_to_dict(ev), default=str, allow_nan=True) + "\n")
+                line = json.dumps(event_to_dict(ev), default=str, allow_nan=True)
+                self._fh.write(mask_secrets(line) + "\n")  # a secret a node printed (audit #11)
                 self._fh.flush()
             except OSError as exc:
                 full = exc.errno in (errno.ENOSPC, errno.EDQUOT)

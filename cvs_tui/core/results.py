@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
+from cvs_tui.core.textsafe import mask_secrets
 
 SCHEMA_VERSION = 2
 # Versions this code reads: 2 added node health (additive, with defaults), so a version-1 file loads.
@@ -320,7 +321,8 @@ def write_results(results: Results, path: str | os.PathLike[str]) -> Path:
     """Write ``results`` as JSON atomically (temp file in the same folder + os.replace)."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(dest, results.model_dump_json(indent=2) + "\n", mode=FILE_MODE)
+    # known secret values a node printed are masked here too (audit #11)
+    write_atomic(dest, mask_secrets(results.model_dump_json(indent=2)) + "\n", mode=FILE_MODE)
     return dest
 
 

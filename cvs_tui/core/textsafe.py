@@ -18,6 +18,7 @@ report.html; text that holds none of these characters is returned as is (one reg
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from typing import TypeVar
@@ -36,9 +37,35 @@ def _visible(m: re.Match[str]) -> str:
     return REPLACEMENT
 
 
+# Secret values this process knows (audit #11b): masked wherever node text is shown or written.
+_SECRETS: list[str] = []
+SECRET_MASK = "***"
+MIN_SECRET_LEN = 6  # shorter values ("1", "true") would mask ordinary text
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Remember secret values (from the config, the cluster file, the token file) so that
+    :func:`mask_secrets` and :func:`sanitize_text` replace them with ``***``."""
+    for v in values:
+        v = v.strip()
+        if len(v) >= MIN_SECRET_LEN and v not in _SECRETS:
+            _SECRETS.append(v)
+    _SECRETS.sort(key=len, reverse=True)  # a longer secret that holds a shorter one goes first
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every registered secret value replaced by ``***``."""
+    for s in _SECRETS:
+        if s in text:
+            text = text.replace(s, SECRET_MASK)
+    return text
+
+
 def sanitize_text(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` with every control character except tab (and newline, with ``keep_newlines``) replaced
-    by a visible form; see the module docstring."""
+    """``text`` with every registered secret masked and every control character except tab (and
+    newline, with ``keep_newlines``) replaced by a visible form; see the module docstring."""
+    if _SECRETS:
+        text = mask_secrets(text)
     rx = _BAD_KEEP_NL if keep_newlines else _BAD
     if rx.search(text) is None:
         return text
@@ -78,4 +105,11 @@ def safe_event(ev: _T) -> _T:
     return replace(ev, **changes) if changes else ev
 
 
-__all__ = ["REPLACEMENT", "safe_event", "sanitize_text"]
+__all__ = [
+    "REPLACEMENT",
+    "SECRET_MASK",
+    "mask_secrets",
+    "register_secrets",
+    "safe_event",
+    "sanitize_text",
+]

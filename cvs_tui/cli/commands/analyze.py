@@ -20,11 +20,11 @@ from cvs_tui.cli.publish import publish
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import analyze_paths, plan_for
-from cvs_tui.core.plan import Plan
+from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.textsafe import sanitize_text
+from cvs_tui.core.textsafe import register_secrets, sanitize_text
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")
     plan = plan_for(loaded, args.logs)
+    register_secrets(secret_values(plan))  # masked on screen and in every artefact (audit #11)
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}

@@ -22,9 +22,10 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.plan import HOST_KEYS_OFF, Plan
+from cvs_tui.core.plan import HOST_KEYS_OFF, Plan, secret_values
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
+from cvs_tui.core.textsafe import register_secrets
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.resume) if args.resume else (Path(args.out) if args.out else None)
     loaded, cluster, plan = load_target(args, out_dir=out_dir, allocate=True)
+    register_secrets(secret_values(plan))  # masked on screen and in every artefact (audit #11)
     if plan.slurm is None:
         return _run(args, loaded, cluster, plan)
     # an allocation cvs-tui requested is released on every way out (the suite's teardown does it too)
