@@ -1,5 +1,6 @@
-"""Audit 2 #11: a secret-named env var is refused in the config (only HF_TOKEN's file route carries a
-secret), and the launcher and YAML a run writes on a node are readable by the user only."""
+"""Audit 2 #11: a secret value written into the config file is refused (it comes from the environment,
+`{env.X}`, or for the HF token from its file), the launcher and YAML a run writes on a node are readable by
+the user only, and known secret values are masked on screen and in every artefact."""
 
 from __future__ import annotations
 
@@ -28,8 +29,20 @@ def test_secret_named_env_is_refused(tmp_path: Path, name: str, capsys: pytest.C
     cfg = write_config(tmp_path, runs=[KEY], mutate=lambda d: d["container"]["env"].update({name: value}))
     assert main(["config", "validate", str(cfg)]) == 2
     err = capsys.readouterr().err
-    assert f"container.env.{name}" in err and "secret-named" in err
+    assert f"container.env.{name}" in err and "secret value does not belong" in err
     assert value not in err
+
+
+def test_a_secret_from_the_environment_is_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CVS_T_SECRET", "hf_SeCrEtToKeNvAlUe0123456789abcdefgh")
+    cfg = write_config(
+        tmp_path,
+        runs=[KEY],
+        mutate=lambda d: d["container"]["env"].update(WANDB_API_KEY="{env.CVS_T_SECRET}"),
+    )
+    assert main(["config", "validate", str(cfg)]) == 0
 
 
 def test_tokenizer_and_ordinary_env_names_stay_allowed(tmp_path: Path) -> None:

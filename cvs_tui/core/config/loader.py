@@ -13,6 +13,7 @@ import getpass
 import os
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -169,7 +170,30 @@ def _is_file(p: Path) -> bool:
         return False
 
 
-def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> None:
+def _literal_secrets(raw: Any) -> set[str]:
+    """Secret-named container.env entries whose value is written in the file itself (not an
+    ``{env.X}`` placeholder taken from the controller's environment, not a <changeme> reported already)."""
+    env = _get(raw, "container", "env")
+    if not isinstance(env, dict):
+        return set()
+    return {
+        n
+        for n, v in env.items()
+        if isinstance(n, str)
+        and is_secret_name(n)
+        and isinstance(v, str)
+        and v
+        and "{env." not in v
+        and "<changeme>" not in v
+    }
+
+
+def _semantic_checks(
+    doc: dict[str, Any],
+    problems: Problems,
+    warnings: list[str],
+    literal_secrets: AbstractSet[str] = frozenset(),
+) -> None:
     """Cross-field rules on the (cleaned, resolved) document; every type is guarded."""
     env = _get(doc, "container", "env")
     if isinstance(env, dict):
@@ -200,15 +224,14 @@ def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str
                     "a token does not belong in the config file",
                     "put it in the file named by paths.hf_token_file",
                 )
-            elif is_secret_name(name):
-                # its value would be written into the launcher script and the container's Env on every
-                # node (audit #11): a secret travels only as the token file
+            elif name in literal_secrets:
+                # a secret written into the config file travels with every copy of it (audit #11); from
+                # the environment it reaches only the owner-only launcher and is masked in all output
                 problems.add(
                     jpath(["container", "env", name]),
-                    "a secret-named variable does not belong in the config file (its value would be "
-                    "written into the launcher script on every node)",
-                    "for the Hugging Face token use paths.hf_token_file; set other secrets in the node's "
-                    "own environment",
+                    "a secret value does not belong in the config file",
+                    f'take it from the environment ("{name}": "{{env.{name}}}"); for the Hugging Face '
+                    "token use paths.hf_token_file",
                 )
         port = env.get("JAX_COORDINATOR_PORT")
         if isinstance(port, str) and not (port.isdigit() and 0 < int(port) < 65536):
@@ -328,7 +351,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
     except ValidationError as exc:
         add_validation_errors(problems, exc, CvsConfig)
 
-    _semantic_checks(doc, problems, warnings)
+    _semantic_checks(doc, problems, warnings, _literal_secrets(raw))
     runs = build_runs(doc, problems, warnings)
 
     ckpt = doc.get("checkpoint_resume")
