@@ -206,3 +206,16 @@ def test_a_newline_in_a_key_stays_inside_one_error_line(
     assert main(["config", "validate", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and all(ln.startswith("cvs-tui: ") for ln in err.splitlines())
+
+
+def test_extreme_loss_curve_points_leave_the_report_without_a_chart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = sample_results(load_local(tmp_path, steps=20))
+    assert res.runs[0].loss_curve is not None
+    res.runs[0].loss_curve.points = [(0, 1e308), (10, -1e308)]
+    res.runs[0].nodes[0].steps[0].loss = 1e308
+    p = write_results(res, tmp_path / "r" / "results.json")
+    assert main(["report", str(p)]) in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err
+    assert (p.parent / "report.html").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -10,7 +11,7 @@ from markupsafe import Markup
 
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report.charts import loss_chart, step_time_chart
-from cvs_tui.core.results import NodeHealthRecord, Results
+from cvs_tui.core.results import NodeHealthRecord, Results, RunRecord
 from cvs_tui.core.textsafe import sanitize_text
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -72,11 +73,20 @@ def fmt_secs(s: float | None) -> str:
     return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
+def _chart(draw: Callable[[RunRecord], str | None], run: RunRecord) -> str | None:
+    """A chart, or none when matplotlib cannot lay out the numbers (a hand-edited results.json with
+    +-1e308 or steps near 2**63: "arange: cannot compute length"): the report is still written (audit #18)."""
+    try:
+        return draw(run)
+    except (ValueError, OverflowError, MemoryError):
+        return None
+
+
 def render_html(results: Results) -> str:
     charts = {}
     for run in results.runs:
-        loss = loss_chart(run)
-        step = step_time_chart(run)
+        loss = _chart(loss_chart, run)
+        step = _chart(step_time_chart, run)
         # the SVG comes from matplotlib, not from log text: safe to embed as markup
         charts[run.key] = {
             "loss": Markup(loss) if loss else None,
