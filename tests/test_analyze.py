@@ -91,7 +91,8 @@ def test_gated_thresholds_pass_and_fail(tmp_path: Path) -> None:
     assert verdict(run, "training.final_loss").status == "PASS"
     tok = verdict(run, "training.tokens_per_sec_per_gpu")
     assert tok.status == "FAIL" and "< min" in tok.message
-    assert verdict(run, "training.eval_loss").status == "N/A"  # eval not configured
+    ev = verdict(run, "training.eval_loss")  # eval not configured: gated, so it cannot pass (audit 2 #9)
+    assert ev.status == "FAIL" and "gated but not produced" in ev.message
     assert run.status == "FAIL" and not res.passed
 
 

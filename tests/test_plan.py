@@ -281,10 +281,13 @@ def test_container_name_and_lifetimes(tmp_path: Path) -> None:
 
 def test_secrets_masked_in_display(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CVS_TEST_SECRET", "s3cr3t-value")
+    monkeypatch.setenv(
+        "CVS_TEST_PASSWORD", "pw-value-1"
+    )  # a literal secret in the file is refused (audit 2 #11)
 
     def secret(cfg: dict[str, Any]) -> None:
         cfg["container"]["env"]["WANDB_API_KEY"] = "{env.CVS_TEST_SECRET}"
-        cfg["container"]["env"]["MY_PASSWORD"] = "pw-value-1"
+        cfg["container"]["env"]["MY_PASSWORD"] = "{env.CVS_TEST_PASSWORD}"
         cfg["train_params"]["maxtext_config"]["hf_access_token"] = "hf_tokenvalue"
 
     plan = plan_for(tmp_path, secret)

@@ -65,7 +65,9 @@ def test_record_when_not_gated_and_would_fail_note() -> None:
 
 def test_na_only_when_feature_off() -> None:
     off = mv(None, "feature_off", "eval not configured")
-    assert judge(off, spec("max", 5), enforce=True).status == NA
+    # gated, it cannot pass unchecked (audit 2 #9); ungated it is N/A
+    assert judge(off, spec("max", 5), enforce=True).status == FAIL
+    assert judge(off, spec("max", 5), enforce=False).status == NA
     assert judge(off, None, enforce=True).status == NA
 
 

@@ -28,6 +28,7 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.state import RunState, RunView
+from cvs_tui.core.textsafe import safe_event
 from cvs_tui.render.format import (
     NODE_STATE_STYLE,
     OUTCOME_STYLE,
@@ -64,6 +65,7 @@ class ConsoleView:
         self._stalled: set[tuple[str, int]] = set()  # printed once per stall; the progress lines go on
 
     def handle(self, ev: RunEvent) -> None:
+        ev = safe_event(ev)  # node text holds escape sequences a terminal would run (audit #5)
         self.view.apply(ev)
         out = self.console
         if isinstance(ev, StageEvent):

@@ -204,6 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's final flush from raising again
         os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
         return 141
+    except OSError as exc:
+        # an output path we cannot write (a file where a folder is needed, a full disk, /dev/null as a
+        # folder): one line naming the path, never a traceback (audit #18)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"cvs-tui: error: {where}{exc.strerror or exc}; check the path and free space", file=sys.stderr)
+        return 2
     finally:
         sys.stdout = stdout
 

@@ -101,6 +101,13 @@ def _read_tail(tail: _LogTail, *, final: bool) -> list[LogLinesEvent]:
 
 
 @dataclass
+class FollowStats:
+    """What a follow skipped: lines of events.jsonl that are not an event this version reads."""
+
+    skipped_lines: int = 0
+
+
+@dataclass
 class _FolderState:
     offset: int = 0
     partial: bytes = b""
@@ -108,6 +115,7 @@ class _FolderState:
     lines_in_events: set[tuple[str, int]] = field(default_factory=set)
     ended_runs: set[str] = field(default_factory=set)
     suite_ended: bool = False
+    stats: FollowStats = field(default_factory=FollowStats)
 
 
 def _read_events(path: Path, state: _FolderState) -> list[RunEvent]:
@@ -127,14 +135,20 @@ def _read_events(path: Path, state: _FolderState) -> list[RunEvent]:
             continue
         try:
             out.append(event_from_dict(json.loads(raw)))
-        except (json.JSONDecodeError, EventDecodeError):
-            # A line this version does not understand (newer writer) is skipped, not fatal.
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, EventDecodeError):
+            # A line this version does not understand (newer writer, a bad enum or type, invalid UTF-8,
+            # deep nesting) is skipped and counted, not fatal (audit #18).
+            state.stats.skipped_lines += 1
             continue
     return out
 
 
 async def follow_run_folder(
-    run_dir: Path, *, follow: bool = True, poll_seconds: float = POLL_SECONDS
+    run_dir: Path,
+    *,
+    follow: bool = True,
+    poll_seconds: float = POLL_SECONDS,
+    stats: FollowStats | None = None,
 ) -> AsyncIterator[RunEvent]:
     """Events of a run folder, then its new events and node-log lines as they are written.
 
@@ -143,7 +157,7 @@ async def follow_run_folder(
     """
     folder = RunFolder(run_dir)
     events_path = folder.require_events()
-    state = _FolderState()
+    state = _FolderState(stats=stats if stats is not None else FollowStats())
     slugs = folder.slugs()
     while True:
         new_events = await asyncio.to_thread(_read_events, events_path, state)

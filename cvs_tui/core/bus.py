@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cvs_tui.core.events import LogLinesEvent, NodeLogEvent, RunEvent
+from cvs_tui.core.textsafe import mask_secrets
 
 FLUSH_S = 0.2  # the most a buffered log event waits before it is written to events.jsonl
 _BUFFER = 1 << 20  # bytes of events.jsonl held between writes at most
@@ -49,7 +50,8 @@ class EventBus:
             q.put_nowait(ev)
         if self._fh is not None and not isinstance(ev, LogLinesEvent):
             try:
-                self._fh.write(_ENCODER.encode(plain_event(ev)) + "\n")
+                # a secret a node printed is masked (audit #11)
+                self._fh.write(mask_secrets(_ENCODER.encode(plain_event(ev))) + "\n")
                 if not isinstance(ev, NodeLogEvent):
                     self._fh.flush()
                 elif not self._flush_due:

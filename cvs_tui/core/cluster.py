@@ -131,8 +131,12 @@ def _file(value: Any, where: str, base: Path, problems: Problems, what: str) -> 
         return None
     p = Path(os.path.expanduser(value))
     p = p if p.is_absolute() else base / p
-    if not p.is_file():
-        problems.add(where, f"{what} {str(p)!r} not found", "fix the path")
+    try:
+        found = p.is_file()
+    except (OSError, ValueError):  # a name the OS refuses: too long, a NUL byte (found by fuzzing)
+        found = False
+    if not found:
+        problems.add(where, f"{what} {str(p)[:200]!r} not found", "fix the path")
     return str(p)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cvs_tui.core.textsafe import sanitize_text
+
 
 class UserError(Exception):
     """Bad input: a config, cluster file, threshold file, log path or flag the user can fix.
@@ -11,5 +13,7 @@ class UserError(Exception):
     """
 
     def __init__(self, problems: str | list[str]) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        given = [problems] if isinstance(problems, str) else list(problems)
+        # one line each, whatever a file put into a key or value (a newline, an ESC): found by fuzzing
+        self.problems = [sanitize_text(p) for p in given]
         super().__init__("\n".join(self.problems))

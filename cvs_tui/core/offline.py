@@ -153,6 +153,10 @@ def resolve_log_inputs(
         if dirs:
             raise UserError(f"--logs: {dirs[0]} is a folder; give either one folder or one log file per node")
         logs = ps
+        # /dev/zero or a FIFO would be read forever (audit #22): regular files only
+        odd = [str(p) for p in logs if not p.is_file()]
+        if odd:
+            raise UserError([f"--logs: {o} is not a regular file; give the node log files" for o in odd])
     return [(run_key_for(plan, run_key), logs)]
 
 

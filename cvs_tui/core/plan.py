@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import secrets
 import shlex
@@ -102,6 +103,13 @@ class PlannedRun(_Frozen):
     node_env: list[dict[str, str]]
     threshold_cell: dict[str, ThresholdSpec] | None
     judge: JudgeSpec
+
+
+# said in plan, run and plan.json whenever SSH host keys go unchecked (audit #16)
+HOST_KEYS_OFF = (
+    "SSH host-key checks are off (verify_host_keys: false or --no-host-key-check): "
+    "a node's identity is not verified"
+)
 
 
 class Plan(_Frozen):
@@ -403,6 +411,8 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         if mode == "amd":
             launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
     extra_warnings = list(cluster.warnings)
+    if not cluster.verify_host_keys and not cluster.is_local:
+        extra_warnings.append(HOST_KEYS_OFF)
     if runtime == "docker" and mode == "auto":
         extra_warnings.append(
             f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
@@ -562,3 +572,30 @@ def format_plan(plan: Plan) -> str:
         for line in r["yaml_text"].splitlines():
             w(f"    {line}")
     return "\n".join(out) + "\n"
+
+
+def _secret_leaves(node: Any, named: bool = False) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, x in node.items() for v in _secret_leaves(x, named or is_secret_name(str(k)))]
+    if isinstance(node, list):
+        return [v for x in node for v in _secret_leaves(x, named)]
+    return [node] if named and isinstance(node, str) and node else []
+
+
+def secret_values(plan: Plan) -> list[str]:
+    """Every secret value the plan carries (values of secret-named env vars, cluster env_vars and
+    maxtext_config keys) and the token file's content when it is readable here: what must be masked
+    wherever node output is shown or written (audit #11b)."""
+    out = _secret_leaves(plan.cluster_env)
+    for r in plan.runs:
+        out += _secret_leaves(r.env) + _secret_leaves(r.maxtext_config)
+        for env in r.node_env:
+            out += _secret_leaves(env)
+    token_file = plan.paths.get("hf_token_file")
+    if token_file:
+        try:
+            with open(os.path.expanduser(token_file), encoding="utf-8", errors="replace") as fh:
+                out.append(fh.read(4096).strip())
+        except OSError:
+            pass  # on the nodes only, or not there: nothing to mask from here
+    return [v for v in out if v]

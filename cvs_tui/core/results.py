@@ -9,26 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
+from cvs_tui.core.textsafe import mask_secrets
 
 SCHEMA_VERSION = 2
 # Versions this code reads: 2 added node health (additive, with defaults), so a version-1 file loads.
 READABLE_SCHEMA_VERSIONS = (1, 2)
-
-
-def _umask_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-FILE_MODE = _umask_mode()
 
 
 class _Model(BaseModel):
@@ -345,19 +338,8 @@ def write_results(results: Results, path: str | os.PathLike[str]) -> Path:
     """Write ``results`` as JSON atomically (temp file in the same folder + os.replace)."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    text = results.model_dump_json(indent=2)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; results are meant to be shared like any file
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # known secret values a node printed are masked here too (audit #11)
+    write_atomic(dest, mask_secrets(results.model_dump_json(indent=2)) + "\n", mode=FILE_MODE)
     return dest
 
 
@@ -365,7 +347,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     """Read a results.json; any problem is a UserError naming the file and the fix."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = loads_strict(p.read_text(encoding="utf-8"), finite=False)
     except FileNotFoundError:
         raise UserError(
             f"{p}: no such results file; pass the results.json a run or `analyze` wrote"
@@ -376,6 +358,8 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         raise UserError(
             f"{p}: not JSON (line {exc.lineno}: {exc.msg}); pass a cvs-tui results.json"
         ) from None
+    except JsonInputError as exc:
+        raise UserError(f"{p}: not a cvs-tui results file ({exc})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{p}: not a cvs-tui results file (no schema_version)")
     if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.config.model import slugify
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import Plan
@@ -124,7 +125,7 @@ class RunFolder:
         """plan.json as written (secrets masked), None when there is none."""
         p = self.plan_path
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = loads_strict(p.read_text(encoding="utf-8"), finite=False)
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
@@ -133,6 +134,8 @@ class RunFolder:
             raise UserError(
                 f"{p}: not JSON (line {exc.lineno}: {exc.msg}); restore it or remove it from the run folder"
             ) from None
+        except JsonInputError as exc:
+            raise UserError(f"{p}: not a cvs-tui plan ({exc}); restore it or remove it") from None
         if not isinstance(data, dict):
             raise UserError(f"{p}: not a cvs-tui plan (a JSON object is expected)")
         return data
@@ -208,13 +211,4 @@ class RunFolder:
 
 def _write_atomic(dest: Path, text: str) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest
+    return write_atomic(dest, text, mode=FILE_MODE)

@@ -28,6 +28,7 @@ from cvs_tui.core.events import RunEvent
 from cvs_tui.core.feed import EventFeed, as_feed
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.state import RunState
+from cvs_tui.core.textsafe import safe_event
 from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.screens.dashboard import DashboardScreen
 from cvs_tui.tui.screens.errors import ErrorsScreen
@@ -173,7 +174,8 @@ class CvsApp(App[QuitChoice]):
         n = 0
         try:
             async for ev in self.feed:
-                self.view.apply(ev)
+                # node text holds escape sequences the terminal would run (audit #5)
+                self.view.apply(safe_event(ev))
                 n += 1
                 if n % 256 == 0:
                     await asyncio.sleep(0)  # a burst (e.g. a finished run) must not starve the UI

@@ -23,11 +23,12 @@ from cvs_tui.cli.publish import publish
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import analyze_paths, plan_for
-from cvs_tui.core.plan import Plan
+from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.textsafe import register_secrets, sanitize_text
 
 DEFAULT_OUT_ROOT = Path("runs")
 
@@ -90,18 +91,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def print_summary(results: Results, paths: dict[str, Path]) -> None:
+    for line in _summary_lines(results, paths):
+        print(sanitize_text(line))  # reasons and messages quote node text (audit #5)
+
+
+def _summary_lines(results: Results, paths: dict[str, Path]) -> list[str]:
+    out: list[str] = []
     for r in results.runs:
         fails = [v for v in r.verdicts if v.status == "FAIL"]
         line = f"{r.status:4}  {r.key}  ({r.kind}, {r.outcome}"
         line += f", {len(fails)} failed metric(s))" if fails else ")"
-        print(line)
+        out.append(line)
         if r.outcome != "complete":
-            print(f"      {r.reason}")
+            out.append(f"      {r.reason}")
         for v in fails:
-            print(f"      {v.message}")
-    print(f"{'PASS' if results.passed else 'FAIL'}  overall")
+            out.append(f"      {v.message}")
+    out.append(f"{'PASS' if results.passed else 'FAIL'}  overall")
     for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]:
-        print(f"  {kind:8} {p}")
+        out.append(f"  {kind:8} {p}")
+    return out
 
 
 def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
@@ -139,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} exists and is not a folder; pick another path")
     plan = plan_for(loaded, args.logs)
+    register_secrets(secret_values(plan))  # masked on screen and in every artefact (audit #11)
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}

@@ -1,7 +1,8 @@
 """`cvs-tui attach RUN_DIR`: follow a run another cvs-tui process is executing, by reading its run folder.
 
 Only reads the folder, so anyone can open a view of a long run and close it without disturbing it.
-Exit codes: 0 the suite passed (or the view was closed before it ended), 1 it failed, 2 bad input.
+Exit codes: 0 the suite passed, 1 it failed or has not ended (yet, or ever: a run that died leaves no end
+event, and CI must not read that as a pass), 2 bad input.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from cvs_tui.core.attach import follow_run_folder
+from cvs_tui.core.attach import FollowStats, follow_run_folder
 from cvs_tui.core.run_folder import RunFolder
 
 
@@ -35,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     folder = RunFolder(run_dir)
     folder.require_events()
     info = folder.plan_info()  # a malformed plan.json stops here, as one line, before any view opens
-    source = follow_run_folder(run_dir, follow=not args.no_follow)
+    stats = FollowStats()
+    source = follow_run_folder(run_dir, follow=not args.no_follow, stats=stats)
     if args.no_ui or not sys.stdout.isatty():
         from cvs_tui.cli.console import run_console
 
@@ -53,7 +55,13 @@ def run(args: argparse.Namespace) -> int:
         )
         app.run(mouse=not args.no_mouse)
         view = app.view
+    if stats.skipped_lines:
+        print(
+            f"cvs-tui: warning: {run_dir}/events.jsonl: skipped {stats.skipped_lines} unreadable line(s)",
+            file=sys.stderr,
+        )
     end = view.suite_end
     if end is None:
-        return 0
+        print(f"cvs-tui: {run_dir}: the suite has not ended; not a pass", file=sys.stderr)
+        return 1
     return 0 if end.passed else 1

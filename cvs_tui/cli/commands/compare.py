@@ -84,6 +84,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--strict", action="store_true", help="exit 1 also when a run is INCONCLUSIVE or NOT COMPARABLE"
     )
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 even when the candidate logged no training step (default: exit 1, so a dead or "
+        "empty candidate never reads as a pass in CI)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -276,6 +282,10 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         print(f"  html     {cmp.write_html(report, args.html)}", file=sys.stderr if to_stdout else sys.stdout)
     if report.regressed:
+        return 1
+    stepped = any(n.steps_logged for c in cand for r in c.results.runs for n in r.nodes)
+    if not args.allow_empty and not stepped:
+        print("cvs-tui: the candidate logged no training step; nothing was compared", file=sys.stderr)
         return 1
     if args.strict and any(r.verdict in (cmp.INCONCLUSIVE, cmp.NOT_COMPARABLE) for r in report.runs):
         return 1

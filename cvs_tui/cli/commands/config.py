@@ -134,6 +134,11 @@ def run_copy(args: argparse.Namespace) -> int:
     raw = json.loads(src.read_text(encoding="utf-8"))
     given = raw.get("threshold_json") if isinstance(raw.get("threshold_json"), str) else None
     copies = [(src, cfg_dest)] + [(t, folder / t.name) for t in sibling_thresholds(src, given)]
+    if any(d == cfg_dest for _, d in copies[1:]):
+        # the threshold copy would overwrite the config just copied there (audit #20)
+        raise UserError(f"{cfg_dest}: that is the threshold file's name; give the config another name")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder}: exists and is not a folder; give a folder or a NAME.json path")
     existing = [str(d) for _, d in copies if d.exists()]
     if existing and not args.force:
         raise UserError([f"{d}: already exists; pass --force to overwrite" for d in existing])

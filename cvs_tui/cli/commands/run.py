@@ -23,9 +23,10 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.plan import Plan
+from cvs_tui.core.plan import HOST_KEYS_OFF, Plan, secret_values
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
+from cvs_tui.core.textsafe import register_secrets
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,6 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.resume) if args.resume else (Path(args.out) if args.out else None)
     loaded, cluster, plan = load_target(args, out_dir=out_dir, allocate=True)
+    register_secrets(secret_values(plan))  # masked on screen and in every artefact (audit #11)
     if plan.slurm is None:
         return _run(args, loaded, cluster, plan)
     # an allocation cvs-tui requested is released on every way out (the suite's teardown does it too)
@@ -97,7 +99,8 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
     if plan.preflight_errors:
         raise UserError(plan.preflight_errors)
     if args.no_host_key_check:
-        plan = plan.model_copy(update={"verify_host_keys": False})
+        warnings = plan.warnings if HOST_KEYS_OFF in plan.warnings else [*plan.warnings, HOST_KEYS_OFF]
+        plan = plan.model_copy(update={"verify_host_keys": False, "warnings": warnings})
     for w in plan.warnings:
         print(f"cvs-tui: warning: {w}", file=sys.stderr)
     if plan.mode == "distributed" and len(plan.nodes) == 1:

@@ -313,6 +313,8 @@ def load_card_yaml(text: str) -> Any:
                 problems.append(f"line {line}: tag {tag} (tags are not allowed)")
     except yaml.YAMLError as exc:
         raise CardYamlError([f"not valid YAML: {' '.join(str(exc).split())}"]) from None
+    except RecursionError:
+        raise CardYamlError(["nesting too deep: this is not a card"]) from None
     if problems:
         raise CardYamlError(problems)
     loader = _UniqueKeyLoader(text)
@@ -320,6 +322,10 @@ def load_card_yaml(text: str) -> Any:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise CardYamlError([f"not valid YAML: {' '.join(str(exc).split())}"]) from None
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # a date like 9999-99-99 or 0000-00-00, an int over 4300 digits, deep nesting (audit #18)
+        msg = " ".join(str(exc).split())[:120] or type(exc).__name__
+        raise CardYamlError([f"a value YAML cannot represent: {msg}; quote it as a string"]) from None
     finally:
         loader.dispose()
     if loader.duplicates:

@@ -41,7 +41,7 @@ def _from_plan(folder: Path, inp: RunInput) -> None:
         for r in plan.get("runs", []):
             if r.get("kind") != "ckpt_phase2" or r["key"] not in inp.maxtext:
                 inp.maxtext[str(r["key"])] = dict(r.get("maxtext_config") or {})
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.compare import stats as cs
 from cvs_tui.core.compare.fingerprint import BLOCKING, fingerprint_rows
 from cvs_tui.core.compare.inputs import RunInput
@@ -451,7 +452,7 @@ def compare(
 def write_json(report: CompareReport, path: str | Path) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    write_atomic(p, json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
     return p
 
 

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: an infinite threshold or target always passes (audit #19), whatever the source
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ScalingBaseline(_Strict):
@@ -29,7 +30,7 @@ class Convergence(_Strict):
 
 
 class LossCurve(_Strict):
-    sample_every: int = 10
+    sample_every: int = Field(default=10, ge=1)  # 0 or less would sample nothing or loop (audit #19)
     milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000])
     max_slope: float = 0.0
     enforce: bool = True

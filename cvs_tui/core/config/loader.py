@@ -13,6 +13,7 @@ import getpass
 import os
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -160,7 +161,39 @@ def _resolve_threshold_path(config_path: Path, given: str) -> Path:
     return p if p.is_absolute() else config_path.parent / p
 
 
-def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> None:
+def _is_file(p: Path) -> bool:
+    """``Path.is_file`` that answers False for a name the OS refuses (too long, NUL byte) instead of raising
+    (found by tests/test_input_fuzz.py)."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _literal_secrets(raw: Any) -> set[str]:
+    """Secret-named container.env entries whose value is written in the file itself (not an
+    ``{env.X}`` placeholder taken from the controller's environment, not a <changeme> reported already)."""
+    env = _get(raw, "container", "env")
+    if not isinstance(env, dict):
+        return set()
+    return {
+        n
+        for n, v in env.items()
+        if isinstance(n, str)
+        and is_secret_name(n)
+        and isinstance(v, str)
+        and v
+        and "{env." not in v
+        and "<changeme>" not in v
+    }
+
+
+def _semantic_checks(
+    doc: dict[str, Any],
+    problems: Problems,
+    warnings: list[str],
+    literal_secrets: AbstractSet[str] = frozenset(),
+) -> None:
     """Cross-field rules on the (cleaned, resolved) document; every type is guarded."""
     env = _get(doc, "container", "env")
     if isinstance(env, dict):
@@ -190,6 +223,15 @@ def _semantic_checks(doc: dict[str, Any], problems: Problems, warnings: list[str
                     jpath(["container", "env", name]),
                     "a token does not belong in the config file",
                     "put it in the file named by paths.hf_token_file",
+                )
+            elif name in literal_secrets:
+                # a secret written into the config file travels with every copy of it (audit #11); from
+                # the environment it reaches only the owner-only launcher and is masked in all output
+                problems.add(
+                    jpath(["container", "env", name]),
+                    "a secret value does not belong in the config file",
+                    f'take it from the environment ("{name}": "{{env.{name}}}"); for the Hugging Face '
+                    "token use paths.hf_token_file",
                 )
         port = env.get("JAX_COORDINATOR_PORT")
         if isinstance(port, str) and not (port.isdigit() and 0 < int(port) < 65536):
@@ -309,7 +351,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
     except ValidationError as exc:
         add_validation_errors(problems, exc, CvsConfig)
 
-    _semantic_checks(doc, problems, warnings)
+    _semantic_checks(doc, problems, warnings, _literal_secrets(raw))
     runs = build_runs(doc, problems, warnings)
 
     ckpt = doc.get("checkpoint_resume")
@@ -335,7 +377,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
     if isinstance(given, str) and ("threshold_json",) not in tagged:
         if given.strip():
             threshold_path = _resolve_threshold_path(path, given.strip())
-        if not threshold_path.is_file():
+        if not _is_file(threshold_path):
             shown = given.strip() or "(empty: the default)"
             problems.add(
                 "threshold_json",

@@ -11,8 +11,10 @@ from pydantic import ValidationError
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 
-# Every metric the suite records (all under `training.`).
+# Every metric the suite records (all under `training.`); the same names as judge.definitions's
+# METRIC_DEFINITIONS (tests/test_audit2_verdicts.py keeps them equal).
 KNOWN_METRICS = (
     "tflops_per_sec_per_gpu",
     "tokens_per_sec_per_gpu",
@@ -31,6 +33,10 @@ KNOWN_METRICS = (
     "eval_loss",
     "steps_to_target",
     "time_to_target_seconds",
+    "mfu_pct",
+    "checkpoint_save_seconds",
+    "checkpoint_load_seconds",
+    "loss_curve_slope",
 )
 KNOWN_METRIC_NAMES = tuple(f"training.{m}" for m in KNOWN_METRICS)
 # Metrics upstream CVS requires every cell to specify (any kind, `info` included) when thresholds are
@@ -57,13 +63,16 @@ def read_json_object(path: Path, label: str, problems: Problems) -> dict[str, An
         problems.add(str(path), f"cannot read {label}: {exc}", "check the file and its permissions")
         return None
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as exc:
         problems.add(
             str(path),
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
             "fix the JSON syntax",
         )
+        return None
+    except JsonInputError as exc:  # NaN/Infinity, 1e400, duplicate key, huge int, deep nesting
+        problems.add(str(path), f"invalid {label}: {exc}", "fix the file")
         return None
     if not isinstance(data, dict):
         problems.add(
@@ -93,9 +102,12 @@ def parse_thresholds(data: dict[str, Any], problems: Problems, warnings: list[st
                 continue
             where = [cell, metric]
             if metric not in KNOWN_METRIC_NAMES:
+                hint = did_you_mean(metric, KNOWN_METRIC_NAMES) or (
+                    f" (the suite records: {', '.join(KNOWN_METRIC_NAMES)})"
+                )
                 warnings.append(
                     f"{problems.prefix}{jpath(where)}: '{metric}' is not a metric the suite records"
-                    f"{did_you_mean(metric, KNOWN_METRIC_NAMES)}; it will report N/A"
+                    f"{hint}; it will report N/A"
                 )
             if not isinstance(spec, dict):
                 problems.add(

@@ -95,11 +95,12 @@ def decide_outcome(
             "the run stopped early, hung or the log is truncated",
             i,
         )
-    if short:
-        # nodes without step lines are fine when another node logged them all (some logs carry rank 0 only)
-        i, x = short[0]
-        if x is not None:
-            return RunOutcome.FAILED, f"node {i} log ends at step {x} of {total_steps}", i
+    # nodes without step lines are fine when another node logged them all (some logs carry rank 0 only),
+    # but every node that did log steps must reach the last one (audit #8: not only the first short entry)
+    cut = next(((i, x) for i, x in short if x is not None), None)
+    if cut is not None:
+        i, x = cut
+        return RunOutcome.FAILED, f"node {i} log ends at step {x} of {total_steps}", i
     return RunOutcome.COMPLETE, reason, root_cause_node
 
 

@@ -2,7 +2,8 @@
 
 Order of decision for one metric:
 1. N/A when the feature that produces the metric is off (no eval configured, no scaling baseline, no
-   convergence target, unknown GPU peak, no checkpointing) and nothing else.
+   convergence target, unknown GPU peak, no checkpointing) and the metric is not gated. A gated metric
+   that cannot be produced is FAIL "gated but not produced: <reason>": a gate never passes unchecked.
 2. RECORD when the metric is not gated: no spec, kind ``info``, or enforce_thresholds false.
 3. A gated metric without a value (inconclusive window, not produced, NaN/Inf) is FAIL with the reason:
    a gate never fails open.
@@ -108,6 +109,8 @@ def judge(
         return Verdict(metric.name, status, expected, metric.value, metric.text, metric.unit, message, gated)
 
     if metric.absent == "feature_off":
+        if gated:
+            return v(FAIL, f"{metric.name}: gated but not produced: {metric.reason or 'feature off'}")
         return v(NA, metric.reason)
     if not gated:
         msg = metric.reason if metric.absent else ""

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
-from cvs_tui.core.results import FILE_MODE, Results
+from cvs_tui.core.atomic import FILE_MODE, write_atomic
+from cvs_tui.core.results import Results
 
 REPORT_FILES = {"html": "report.html", "junit": "junit.xml", "md": "summary.md"}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_reports(results: Results, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
@@ -35,7 +23,7 @@ def write_reports(results: Results, out_dir: str | os.PathLike[str]) -> dict[str
     paths = {}
     for kind, text in rendered.items():
         p = out / REPORT_FILES[kind]
-        _write_atomic(p, text)
+        write_atomic(p, text, mode=FILE_MODE)
         paths[kind] = p
     return paths
 

@@ -3,6 +3,7 @@ backend switch), so the report works offline and any results.json can be re-rend
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,9 @@ def _to_svg(fig: Figure, salt: str) -> str:
     text = text[text.index("<svg") :]
     # scale with the page: drop the fixed size, keep the viewBox
     text = re.sub(r'<svg([^>]*?)\swidth="[^"]+"\sheight="[^"]+"', r'<svg\1 width="100%"', text, count=1)
-    return text.replace("<svg", f'<svg role="img" aria-label="{salt}"', 1)
+    # the salt holds the run key, which comes from the config or results.json: escape it (audit #4)
+    label = html.escape(salt, quote=True)
+    return text.replace("<svg", f'<svg role="img" aria-label="{label}"', 1)
 
 
 def loss_chart(run: RunRecord) -> str | None:

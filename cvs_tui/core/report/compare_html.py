@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.compare.model import CompareReport, MetricDelta, biggest_change, headline_reason
 from cvs_tui.core.judge.format import DASH, format_number, format_pct
 
@@ -25,7 +26,7 @@ def render_html(report: CompareReport) -> str:
 def write_html(report: CompareReport, path: str | Path) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_html(report), encoding="utf-8")
+    write_atomic(p, render_html(report))
     return p
 
 

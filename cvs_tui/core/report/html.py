@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -11,7 +12,8 @@ from markupsafe import Markup
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report import view
 from cvs_tui.core.report.charts import loss_chart, resume_chart, step_time_chart
-from cvs_tui.core.results import NodeHealthRecord, Results
+from cvs_tui.core.results import NodeHealthRecord, Results, RunRecord
+from cvs_tui.core.textsafe import sanitize_text
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -24,6 +26,7 @@ def environment(*, html: bool = True) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_safe_output,
     )
     env.filters["num"] = _num
     env.filters["when"] = fmt_time
@@ -33,6 +36,14 @@ def environment(*, html: bool = True) -> Environment:
     return env
 
 
+def _safe_output(value: object) -> object:
+    """Every ``{{ }}`` value: node text loses its control characters before it reaches report.html or
+    summary.md (audit #5); markup we built ourselves (the SVG charts) is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return sanitize_text(value, keep_newlines=True)
+    return value
+
+
 def _num(x: float | None, digits: int = 1) -> str:
     return format_number(x, "grouped", digits=digits)
 
@@ -40,7 +51,10 @@ def _num(x: float | None, digits: int = 1) -> str:
 def fmt_time(ts: float | None) -> str:
     if ts is None:
         return "—"
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):  # an edited results.json: -1e12, 1e300, NaN (audit #18)
+        return f"invalid time ({ts!r})"
 
 
 def fmt_mesh(axes: list[int]) -> str:
@@ -61,11 +75,20 @@ def fmt_secs(s: float | None) -> str:
     return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
+def _chart(draw: Callable[[RunRecord], str | None], run: RunRecord) -> str | None:
+    """A chart, or none when matplotlib cannot lay out the numbers (a hand-edited results.json with
+    +-1e308 or steps near 2**63: "arange: cannot compute length"): the report is still written (audit #18)."""
+    try:
+        return draw(run)
+    except (ValueError, OverflowError, MemoryError):
+        return None
+
+
 def render_html(results: Results) -> str:
     charts = {}
     for run in results.runs:
-        loss = loss_chart(run)
-        step = step_time_chart(run)
+        loss = _chart(loss_chart, run)
+        step = _chart(step_time_chart, run)
         # the SVG comes from matplotlib, not from log text: safe to embed as markup
         charts[run.key] = {
             "loss": Markup(loss) if loss else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from cvs_tui.core.results import Results
+from cvs_tui.core.textsafe import sanitize_text
 
 
 def _suite(parent: ET.Element, name: str) -> ET.Element:
@@ -27,6 +28,16 @@ def _finish(suite: ET.Element) -> tuple[int, int, int]:
     suite.set("errors", "0")
     suite.set("skipped", str(skips))
     return len(cases), fails, skips
+
+
+def _sanitize_tree(root: ET.Element) -> None:
+    """XML 1.0 allows no C0 control but tab/newline/CR: node text with an ESC made the file unreadable to
+    every CI parser (audit #5), so every text and attribute value is passed through sanitize_text."""
+    for el in root.iter():
+        if el.text:
+            el.text = sanitize_text(el.text, keep_newlines=True)
+        for k, v in el.attrib.items():
+            el.set(k, sanitize_text(v, keep_newlines=True))
 
 
 def render_junit(results: Results) -> str:
@@ -84,5 +95,6 @@ def render_junit(results: Results) -> str:
     root.set("failures", str(totals[1]))
     root.set("errors", "0")
     root.set("skipped", str(totals[2]))
+    _sanitize_tree(root)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

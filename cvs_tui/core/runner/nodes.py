@@ -125,10 +125,15 @@ class NodeJob:
         log = self.log_paths[rank]
         dirs = " ".join(shlex.quote(d) for d in (self.logs_dir, self.scratch))
         stale = " ".join(shlex.quote(p) for p in (log, f"{log}.exit", f"{log}.pid", cancel_file(log)))
-        r = await t.run(f"mkdir -p -- {dirs} && rm -f -- {stale}", la.opt.command_timeout_s)
+        # the scratch folder holds the launcher and YAML (env values, paths): only the user reads it
+        # (audit #11; under /tmp/<user>/ by default, where other users could otherwise list and read)
+        scratch = shlex.quote(self.scratch)
+        r = await t.run(
+            f"mkdir -p -- {dirs} && chmod 700 -- {scratch} && rm -f -- {stale}", la.opt.command_timeout_s
+        )
         if r.rc != 0:
             raise RuntimeError(f"cannot prepare {self.logs_dir}: {r.err.strip()[:200]}")
-        await t.write_file(yaml_path, run.yaml_text)
+        await t.write_file(yaml_path, run.yaml_text, 0o600)
         # unbuffered stdout keeps print() records in order with the stderr log lines, and live
         env = {"PYTHONUNBUFFERED": "1", **run.env, **run.node_env[rank], JOB_TOKEN_ENV: self.tokens[rank]}
         spec = LaunchSpec(
@@ -143,7 +148,7 @@ class NodeJob:
             pre_env=plan.cluster_env,
             post_env=plan.launcher_env,
         )
-        await t.write_file(script, build_launcher(spec), 0o755)
+        await t.write_file(script, build_launcher(spec), 0o700)
         await rt.start_detached(launch_command(script))
 
 

@@ -526,7 +526,7 @@ class SlurmLauncher:
         specs = []
         for rank in range(len(self.plan.nodes)):
             yaml_path = posixpath.join(folder, f"maxtext.node{rank}.yml")
-            _write(yaml_path, run.yaml_text, 0o644)
+            _write(yaml_path, run.yaml_text, 0o600)  # owner only, like the launcher (audit #11)
             tokenizer = self.plan.stage("tokenizer").enabled
             specs.append(
                 LaunchSpec(

@@ -439,6 +439,17 @@ def _config_sets_ciphers(paths: list[str]) -> bool:
     return False
 
 
+def known_hosts_arg(given: str | None) -> str | tuple[list[Any], list[Any], list[Any]]:
+    """Always an explicit known_hosts for asyncssh (audit #16): left out, asyncssh takes
+    ``UserKnownHostsFile`` from ~/.ssh/config, and ``none`` there silently turns verification off.
+    The default is ~/.ssh/known_hosts; when that file does not exist no key is trusted (empty lists),
+    so an unknown node fails with "host key not trusted", as before."""
+    path = os.path.expanduser(given or "~/.ssh/known_hosts")
+    if given is None and not os.path.exists(path):
+        return ([], [], [])
+    return path
+
+
 class SSHTransport:
     """One node over SSH: a single connection, reused by every command and stream, re-opened after a drop."""
 
@@ -506,8 +517,8 @@ class SSHTransport:
             opts["config"] = self.ssh_config
         if not self.verify_host_keys:
             opts["known_hosts"] = None  # explicit opt-out only
-        elif self.known_hosts is not None:
-            opts["known_hosts"] = self.known_hosts
+        else:
+            opts["known_hosts"] = known_hosts_arg(self.known_hosts)
         return opts
 
     async def _open(self) -> asyncssh.SSHClientConnection:

@@ -1,0 +1,48 @@
+"""Audit 2 #16: host keys are checked against an explicit known_hosts (never what ~/.ssh/config says), and
+opting out is said in the plan."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import asyncssh
+import pytest
+from _analysis_samples import load_local
+
+from cvs_tui.core.cluster import load_cluster
+from cvs_tui.core.plan import HOST_KEYS_OFF, build_plan
+from cvs_tui.core.runner.transport import SSHTransport
+
+
+def _options(t: SSHTransport) -> asyncssh.SSHClientConnectionOptions:
+    opts = t._options()
+    return asyncio.run(
+        asyncssh.SSHClientConnectionOptions.construct(None, host=t.host, **{**opts, "config": ()})
+    )
+
+
+def test_user_known_hosts_file_none_does_not_turn_checks_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ssh = tmp_path / ".ssh"
+    ssh.mkdir()
+    (ssh / "config").write_text("Host *\n UserKnownHostsFile none\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    t = SSHTransport("n", user="u", port=22)
+    assert t._options()["known_hosts"] is not None
+    assert _options(t).known_hosts is not None  # asyncssh verifies (None would mean no checks)
+    (ssh / "known_hosts").write_text("")
+    assert t._options()["known_hosts"] == str(ssh / "known_hosts")
+    assert SSHTransport("n", verify_host_keys=False)._options()["known_hosts"] is None
+
+
+def test_opting_out_is_a_plan_warning(tmp_path: Path) -> None:
+    cl = tmp_path / "cluster.json"
+    cl.write_text(json.dumps({"node_dict": {"10.0.0.5": {}}, "username": "u", "verify_host_keys": False}))
+    loaded = load_local(tmp_path, steps=20)
+    plan = build_plan(loaded, load_cluster(cl), out_dir=tmp_path, run_id="t")
+    assert HOST_KEYS_OFF in plan.warnings
+    cl.write_text(json.dumps({"node_dict": {"10.0.0.5": {}}, "username": "u"}))
+    assert HOST_KEYS_OFF not in build_plan(loaded, load_cluster(cl), out_dir=tmp_path, run_id="t").warnings
