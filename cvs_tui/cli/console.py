@@ -225,7 +225,7 @@ class ConsoleView:
                 Text(verdict or f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"),
                 soft_wrap=True,
             )
-            if not line and end.report_path:
+            if not verdict and end.report_path:
                 out.print(f"report: {end.report_path}")
 
 
