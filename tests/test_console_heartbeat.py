@@ -4,13 +4,15 @@ without a step shows its start-up phase read from real MaxText lines (F8)."""
 from __future__ import annotations
 
 import io
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TextIO, cast
 
 from rich.console import Console
 
 from cvs_tui.cli.console import ConsoleView
 from cvs_tui.cli.main import _VerdictOnly
-from cvs_tui.core.events import LogLinesEvent, NodeLogEvent, RunStartEvent, StepEvent
+from cvs_tui.core.events import LogLinesEvent, NodeLogEvent, RunEvent, RunStartEvent, StepEvent
 from cvs_tui.core.node_phase import COMPILING, DEVICES, FIRST_STEP, IMPORTING, RESTORING
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.widgets.node_table import last_line_cell
@@ -65,7 +67,7 @@ def test_heartbeat_names_the_wait_at_most_every_10_s() -> None:
 def test_heartbeat_is_dropped_under_quiet() -> None:
     clock = FakeClock()
     sink = io.StringIO()
-    console = Console(file=_VerdictOnly(sink), width=200, color_system=None)
+    console = Console(file=cast(TextIO, _VerdictOnly(sink)), width=200, color_system=None)
     cv = ConsoleView(console, clock=clock)
     cv.handle(RunStartEvent("R", 30, ("h0",)))
     clock.now += 30
@@ -78,7 +80,7 @@ def test_heartbeat_is_dropped_under_quiet() -> None:
 def test_startup_phases_from_a_real_restore_log() -> None:
     view = RunState()
     view.apply(RunStartEvent("CKPT-1", 12, ("h0",)))
-    seen = []
+    seen: list[str] = []
     for n, line in enumerate(_startup_lines("ckpt_phase2.log"), start=1):
         view.apply(LogLinesEvent("CKPT-1", 0, n, (line,)))
         phase = view.runs["CKPT-1"].nodes[0].phase
@@ -101,3 +103,23 @@ def test_no_restore_phase_without_a_checkpoint_and_phase_in_console() -> None:
     assert cv.view.runs["R"].nodes[0].phase == COMPILING
     cv.progress()
     assert f"step -/20 loss - - s/step - tok/s/dev ({COMPILING})" in console.export_text()
+
+
+async def test_run_console_beats_while_the_stream_is_still() -> None:
+    """The wiring: run_console's own task prints the heartbeat (a short interval stands in for 10 s)."""
+    import asyncio
+
+    from cvs_tui.cli.console import run_console
+    from cvs_tui.core.events import SuiteEndEvent
+
+    console = Console(record=True, width=200, color_system=None)
+
+    async def source() -> AsyncIterator[RunEvent]:
+        yield RunStartEvent("R", 5, ("h0",))
+        await asyncio.sleep(0.5)
+        yield SuiteEndEvent(True, "", "")
+
+    await run_console(source(), console=console, heartbeat_seconds=0.2)
+    beats = [x for x in console.export_text().splitlines() if x.startswith("run R: waiting")]
+    assert 1 <= len(beats) <= 3, beats
+    assert beats[0] == "run R: waiting for the first step (start-up and compile), 0s"

@@ -7,11 +7,13 @@ import re
 from conftest import Settle
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_streams import CLOCK, paced, suite_events
 
 from cvs_tui.tui.app import CvsApp
 from cvs_tui.tui.screens.help import COLUMNS_HELP, HelpScreen
+from cvs_tui.tui.screens.quit_dialog import QuitChoice
 from cvs_tui.tui.widgets.node_table import COLUMNS
 
 SIZE = (160, 48)
@@ -21,10 +23,10 @@ def _app() -> CvsApp:
     return CvsApp(paced(suite_events(fraction=0.6)), title="t", info={"model": "tiny"}, clock=lambda: CLOCK)
 
 
-async def _palette_names(app: CvsApp, pilot: object, query: str = "") -> list[str]:
-    await pilot.press("ctrl+p", *query)  # type: ignore[attr-defined]
+async def _palette_names(app: CvsApp, pilot: Pilot[QuitChoice], query: str = "") -> list[str]:
+    await pilot.press("ctrl+p", *query)
     for _ in range(20):
-        await pilot.pause(0.1)  # type: ignore[attr-defined]
+        await pilot.pause(0.1)
         if isinstance(app.screen, CommandPalette) and app.screen.query_one(CommandList).option_count:
             break
     commands = app.screen.query_one(CommandList)
@@ -33,7 +35,7 @@ async def _palette_names(app: CvsApp, pilot: object, query: str = "") -> list[st
         prompt = commands.get_option_at_index(i).prompt
         text = Console(width=200).render_str(str(prompt)) if isinstance(prompt, str) else prompt
         names.append(str(getattr(text, "plain", text)).splitlines()[0].strip())
-    await pilot.press("escape")  # type: ignore[attr-defined]
+    await pilot.press("escape")
     return names
 
 
