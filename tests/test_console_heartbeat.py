@@ -123,3 +123,21 @@ async def test_run_console_beats_while_the_stream_is_still() -> None:
     beats = [x for x in console.export_text().splitlines() if x.startswith("run R: waiting")]
     assert 1 <= len(beats) <= 3, beats
     assert beats[0] == "run R: waiting for the first step (start-up and compile), 0s"
+
+
+def test_heartbeat_names_a_still_set_up_stage() -> None:
+    from cvs_tui.core.events import StageEvent, StageState
+
+    clock = FakeClock()
+    console = Console(record=True, width=200, color_system=None)
+    cv = ConsoleView(console, clock=clock)
+    cv.handle(StageEvent("prepare nodes", StageState.RUNNING, "pulling the image", at=clock.now))
+    console.export_text(clear=True)
+    clock.now += 12
+    cv.heartbeat()
+    assert console.export_text(clear=True) == "stage prepare nodes: still running, 12s (pulling the image)\n"
+    cv.handle(StageEvent("prepare nodes", StageState.PASSED, at=clock.now))
+    assert "stage prepare nodes passed" in console.export_text(clear=True)
+    clock.now += 30
+    cv.heartbeat()
+    assert console.export_text(clear=True) == ""  # nothing running: nothing to wait for

@@ -65,16 +65,24 @@ class ConsoleView:
         self._hits_printed: dict[tuple[str, int, str], int] = {}
         self._stalled: set[tuple[str, int]] = set()  # printed once per stall; the progress lines go on
         self.last_printed = clock()
-        self._started: dict[str, float] = {}  # run -> clock time it started (heartbeat)
+        self._started: dict[str, float] = {}  # run or 'stage NAME' -> clock time it started (heartbeat)
         self._last_step: dict[str, float] = {}  # run -> clock time of its latest step
         console.push_render_hook(_PrintStamp(self))
 
     def heartbeat(self, *, quiet_seconds: float = HEARTBEAT_SECONDS) -> None:
-        """When a run is running and nothing was printed for ``quiet_seconds``: one line saying what it
-        waits for (start-up phase or last step, and for how long). Under ``-q`` stdout drops it."""
+        """When a run or a stage is running and nothing was printed for ``quiet_seconds``: one line saying
+        what it waits for (start-up phase or last step, or the stage, and for how long). Under ``-q``
+        stdout drops it."""
         now = self.clock()
+        if now - self.last_printed < quiet_seconds:
+            return
         rv = self.view.current_run
-        if now - self.last_printed < quiet_seconds or rv is None or rv.outcome is not None:
+        if rv is None or rv.outcome is not None:
+            stage = self.view.current_stage
+            if stage is not None:  # set-up before (or between) runs: images, node checks, compiles
+                started = self._started.setdefault(f"stage {stage.name}", now)
+                line = f"stage {stage.name}: still running, {fmt_duration(now - started)}"
+                self.console.print(Text(line + (f" ({stage.detail})" if stage.detail else ""), style="dim"))
             return
         started = self._started.setdefault(rv.key, now)
         line = waiting_for(rv, started, self._last_step.get(rv.key), now)
@@ -85,6 +93,8 @@ class ConsoleView:
         out = self.console
         if isinstance(ev, RunStartEvent):
             self._started[ev.run] = self.clock()
+        elif isinstance(ev, StageEvent) and ev.state is StageState.RUNNING:
+            self._started[f"stage {ev.stage}"] = self.clock()
         elif isinstance(ev, NodeLogEvent) and isinstance(ev.event, StepEvent):
             self._last_step[ev.run] = self.clock()
         if isinstance(ev, StageEvent):
