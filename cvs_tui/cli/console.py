@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 
-from rich.console import Console
+from rich.console import Console, ConsoleRenderable, RenderHook
 from rich.table import Table
 from rich.text import Text
 
@@ -25,6 +25,7 @@ from cvs_tui.core.events import (
     Severity,
     StageEvent,
     StageState,
+    StepEvent,
     SuiteEndEvent,
 )
 from cvs_tui.core.state import RunState, RunView
@@ -42,6 +43,7 @@ from cvs_tui.render.format import (
 from cvs_tui.render.renderables import fill_verdict_table, hit_style, hit_summary
 
 PROGRESS_SECONDS = 10.0
+HEARTBEAT_SECONDS = 10.0  # a screen still this long says what it waits for (issue 19: never silent >10 s)
 HITS_PRINTED_PER_SIGNATURE = 5  # per run, node and signature; a noisy warning must not flood CI logs
 _NOTABLE_NODE_STATES = {
     NodeState.FAILED,
@@ -63,11 +65,40 @@ class ConsoleView:
         self._progress_version = -1
         self._hits_printed: dict[tuple[str, int, str], int] = {}
         self._stalled: set[tuple[str, int]] = set()  # printed once per stall; the progress lines go on
+        self.last_printed = clock()
+        self._started: dict[str, float] = {}  # run or 'stage NAME' -> clock time it started (heartbeat)
+        self._last_step: dict[str, float] = {}  # run -> clock time of its latest step
+        console.push_render_hook(_PrintStamp(self))
+
+    def heartbeat(self, *, quiet_seconds: float = HEARTBEAT_SECONDS) -> None:
+        """When a run or a stage is running and nothing was printed for ``quiet_seconds``: one line saying
+        what it waits for (start-up phase or last step, or the stage, and for how long). Under ``-q``
+        stdout drops it."""
+        now = self.clock()
+        if now - self.last_printed < quiet_seconds:
+            return
+        rv = self.view.current_run
+        if rv is None or rv.outcome is not None:
+            stage = self.view.current_stage
+            if stage is not None:  # set-up before (or between) runs: images, node checks, compiles
+                started = self._started.setdefault(f"stage {stage.name}", now)
+                line = f"stage {stage.name}: still running, {fmt_duration(now - started)}"
+                self.console.print(Text(line + (f" ({stage.detail})" if stage.detail else ""), style="dim"))
+            return
+        started = self._started.setdefault(rv.key, now)
+        line = waiting_for(rv, started, self._last_step.get(rv.key), now)
+        self.console.print(Text(f"run {rv.key}: {line}", style="dim"))
 
     def handle(self, ev: RunEvent) -> None:
         ev = safe_event(ev)  # node text holds escape sequences a terminal would run (audit #5)
         self.view.apply(ev)
         out = self.console
+        if isinstance(ev, RunStartEvent):
+            self._started[ev.run] = self.clock()
+        elif isinstance(ev, StageEvent) and ev.state is StageState.RUNNING:
+            self._started[f"stage {ev.stage}"] = self.clock()
+        elif isinstance(ev, NodeLogEvent) and isinstance(ev.event, StepEvent):
+            self._last_step[ev.run] = self.clock()
         if isinstance(ev, StageEvent):
             uni, asc, style = STAGE_MARK[ev.state]
             line = Text.assemble(
@@ -157,6 +188,7 @@ class ConsoleView:
                     f" loss {fmt_float(nv.loss)}",
                     f" {fmt_float(nv.step_seconds)} s/step {fmt_rate(nv.tokens_per_s)} tok/s/dev{lag}",
                     (errs, "red" if nv.fatal_hits else "yellow"),
+                    (f" ({nv.phase})" if nv.phase else "", "cyan"),
                 )
             )
         done = steps_done(rv.min_step)
@@ -205,8 +237,32 @@ class ConsoleView:
                 Text(verdict or f"suite {word}", style=f"bold {'green' if end.passed else 'red'}"),
                 soft_wrap=True,
             )
-            if not line and end.report_path:
+            if not verdict and end.report_path:
                 out.print(f"report: {end.report_path}")
+
+
+class _PrintStamp(RenderHook):
+    """Notes the time of every print on the view's console, so the heartbeat knows the screen is still."""
+
+    def __init__(self, cv: ConsoleView) -> None:
+        self.cv = cv
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        self.cv.last_printed = self.cv.clock()
+        return renderables
+
+
+def waiting_for(rv: RunView, started: float, last_step: float | None, now: float) -> str:
+    """What a running run waits for, from its slowest node: its start-up phase or its next step.
+    ``started`` and ``last_step`` are clock times of the run's start and of its latest step."""
+    nodes = [rv.nodes[r] for r in sorted(rv.nodes)]
+    behind = [n for n in nodes if n.step is None]
+    if not nodes or behind or last_step is None:
+        phase = next((f"node {n.rank} {n.phase}" for n in behind if n.phase), "start-up and compile")
+        return f"waiting for the first step ({phase}), {fmt_duration(now - started)}"
+    slowest = min(nodes, key=lambda n: n.step or 0)
+    last = fmt_steps(slowest.step, rv.total_steps)
+    return f"no new step for {fmt_duration(now - last_step)} (last step {last})"
 
 
 PIPE_WIDTH = 200  # tables' width limit when stdout is not a terminal; text lines are never folded
@@ -227,6 +283,7 @@ async def run_console(
     console: Console | None = None,
     ascii: bool = False,
     progress_seconds: float = PROGRESS_SECONDS,
+    heartbeat_seconds: float = HEARTBEAT_SECONDS,
     clock: Callable[[], float] = time.time,
 ) -> RunState:
     """Print ``source`` until it ends; returns the folded view (``suite_end`` says passed or failed)."""
@@ -237,12 +294,19 @@ async def run_console(
             await asyncio.sleep(progress_seconds)
             cv.progress()
 
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(heartbeat_seconds / 4)  # so a still screen is named within the limit
+            cv.heartbeat(quiet_seconds=heartbeat_seconds)
+
     tick = asyncio.create_task(ticker())
+    beat = asyncio.create_task(heartbeat())
     try:
         async for ev in source:
             cv.handle(ev)
     finally:
         tick.cancel()
+        beat.cancel()
     if cv.view.suite_end is None:
         cv.progress(force=True)
         cv.console.print(Text("the event stream ended before the suite did", style="yellow"))

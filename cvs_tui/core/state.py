@@ -39,6 +39,7 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
     VerdictEvent,
 )
+from cvs_tui.core.node_phase import next_phase
 
 NODE_BUFFER_LINES = 2000  # lines kept per node for the log pane; older ones are read back from the node log
 MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
@@ -109,6 +110,7 @@ class NodeView:
     error_hits: int = 0
     fatal_hits: int = 0
     last_line: str = ""
+    phase: str = ""  # start-up phase from log markers (core.node_phase) until the first step
     # the judged run's stalls on this node (StallsEvent): step -> seconds, and the causes
     stalls: dict[int, float] = field(default_factory=dict)
     stall_causes: tuple[str, ...] = ()
@@ -356,6 +358,9 @@ class RunState:
         for text in ev.lines:
             rv.merged.append((ev.node, text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS]))
         rv.merged_seq += len(ev.lines)
+        if nv.step is None:  # only the start-up lines are scanned; a phase never outlives the first step
+            for text in ev.lines:
+                nv.phase = next_phase(nv.phase, text)
         for text in reversed(ev.lines):
             if text.strip():
                 nv.last_line = text[:MAX_LINE_CHARS]
@@ -375,6 +380,7 @@ class RunState:
         le = ev.event
         if isinstance(le, StepEvent):
             nv.step = le.step
+            nv.phase = ""
             nv.loss = le.loss
             if math.isfinite(le.loss):
                 nv.losses.append(le.loss)

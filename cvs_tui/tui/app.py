@@ -98,8 +98,9 @@ class CvsCommands(Provider):
         return cmds
 
     async def discover(self) -> Hits:
-        for name, callback, help_text in self._commands()[:8]:
-            yield DiscoveryHit(name, callback, help=help_text)
+        for name, callback, help_text in self._commands():
+            if not name.startswith("Go to node"):  # the screens and actions; nodes are found by typing
+                yield DiscoveryHit(name, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -274,9 +275,11 @@ class CvsApp(App[QuitChoice]):
         self.notify(f"saved {len(pane.log_widget.lines)} lines to {path}", timeout=8)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Errors", "Every error hit, fatal first", self.action_errors)
-        yield SystemCommand("Verdicts", "Metric tables and PASS/FAIL", self.action_verdicts)
+        # One curated list (F10): the screens live in CvsCommands; Textual's own entries (Keys, Maximize,
+        # Screenshot, Theme) duplicate the help or do nothing useful here, and its Quit skips the
+        # stop-or-detach question, so only a Quit through that question is added.
+        del screen
+        yield SystemCommand("Quit", "Stop or detach a live run (asks first)", self.action_request_quit)
 
     # -- leaving -------------------------------------------------------------------------------------
     def action_request_quit(self) -> None:

@@ -169,6 +169,8 @@ def run_validate(args: argparse.Namespace) -> int:
         f"OK {loaded.path}: {loaded.mode}, {len(cluster.nodes)} node(s), {len(loaded.runs)} run(s) "
         f"[{', '.join(r.key for r in loaded.runs)}], thresholds {loaded.threshold_path.name}"
     )
+    if loaded.maxtext_keys_note:  # checked against which base.yml, or why not (never skipped silently)
+        print(f"note: {loaded.maxtext_keys_note}")
     return 0
 
 
@@ -188,6 +190,7 @@ def _validate_json(args: argparse.Namespace) -> int:
         "thresholds": str(loaded.threshold_path),
         "enforce_thresholds": plan.enforce_thresholds,
         "warnings": list(loaded.warnings),
+        "maxtext_keys": loaded.maxtext_keys_note,
         "errors": list(plan.preflight_errors),
     }
     print(json.dumps(doc, indent=2))

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from cvs_tui.core.config.blocks import ThresholdSpec
 from cvs_tui.core.config.host_config import parse_runtime_args
+from cvs_tui.core.config.maxtext_keys import check_config_keys
 from cvs_tui.core.config.model import CvsConfig, Paths, RunSpec, is_secret_name
 from cvs_tui.core.config.placeholders import resolve_placeholders
 from cvs_tui.core.config.problems import Problems, add_validation_errors, did_you_mean, jpath
@@ -58,6 +59,7 @@ class LoadedConfig:
     runs: list[RunSpec] = field(default_factory=list)
     model_label: str = ""
     error_patterns: dict[str, str] | None = None
+    maxtext_keys_note: str = ""  # what maxtext_config's keys were checked against, or why they were not
 
     @property
     def all_synthetic(self) -> bool:
@@ -353,6 +355,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
 
     _semantic_checks(doc, problems, warnings, _literal_secrets(raw))
     runs = build_runs(doc, problems, warnings)
+    maxtext_keys_note = check_config_keys(doc, problems)
 
     ckpt = doc.get("checkpoint_resume")
     if isinstance(ckpt, dict) and ckpt.get("enabled") is True:
@@ -430,4 +433,5 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
         runs=runs,
         model_label=label,
         error_patterns=config.error_patterns,
+        maxtext_keys_note=maxtext_keys_note,
     )

@@ -1,4 +1,4 @@
-"""The keys, on one screen."""
+"""The keys, and what each node-table column means, on one screen."""
 
 from __future__ import annotations
 
@@ -33,6 +33,23 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("q, ctrl+q", "quit (during a live run: stop the run, or detach and let it go on)"),
 )
 
+# What each node-table column shows (F11), keyed by its header in node_table.COLUMNS.
+COLUMNS_HELP: tuple[tuple[str, str], ...] = (
+    ("node", "rank and host; ◆ (* in ASCII) marks the root-cause node of a failed run"),
+    ("status", "waiting, connecting, starting, training, done; failed, hung, stalled, unreachable, stopped"),
+    ("health", "kernel log and GPU checks over the whole suite: ok / warn / FAIL / not checked"),
+    ("steps", "steps completed / steps the run asks for (-/30 before the first step)"),
+    ("loss", "loss of the node's latest step; NaN or inf in red"),
+    ("loss trend", "sparkline of the node's recent finite losses (oldest left)"),
+    ("tok/s/dev", "tokens per second per device of the latest step, as MaxText logs it"),
+    ("s/step", "seconds of the latest training step, as MaxText logs it (one step, no window)"),
+    ("lag", "steps behind (-) or ahead (+) of the median node of the run"),
+    ("gpu %/W/°C", "mean utilisation, power and temperature over the node's GPUs, latest sample"),
+    ("errors", "error-signature hits in the node's log (warnings and fatal; red when any is fatal)"),
+    ("stalls", "steps far slower than the node's median step, found when the run is judged: count, longest"),
+    ("last line", "the node's newest log line; before its first step, led by the start-up phase"),
+)
+
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
@@ -49,10 +66,16 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in KEYS:
             table.add_row(key, what)
+        columns = Table(show_header=False, box=None, expand=True, title="Columns", title_justify="left")
+        columns.add_column(style="bold cyan", no_wrap=True)
+        columns.add_column()
+        for name, what in COLUMNS_HELP:
+            columns.add_row(name, what)
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys"
             yield Static(table)
             yield Static("Keys avoid ctrl+enter and alt combinations so they work in tmux and over SSH.")
+            yield Static(columns, id="help-columns")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

@@ -65,6 +65,14 @@ def short_line(line: str) -> str:
     return _GLOG_HEADER.sub("", line[:400], count=1)[:300]
 
 
+def last_line_cell(phase: str, line: str) -> Text:
+    """The last line, led by the start-up phase while the node has no step (what it is busy with)."""
+    cell = Text(short_line(line), style="dim")
+    if phase:
+        cell = Text.assemble((phase, "cyan"), " · ", cell)
+    return cell
+
+
 HEALTH_STYLE = {
     HealthState.OK: "green",
     HealthState.WARN: "yellow",
@@ -268,7 +276,7 @@ class NodeTable(Widget, can_focus=True):
             stalls_cell(nv.stalls),
             Text(nv.detail, style="yellow")  # follow mode's "no progress for N s"
             if nv.state is NodeState.STALLED and nv.detail
-            else Text(short_line(nv.last_line), style="dim"),
+            else last_line_cell(nv.phase, nv.last_line),
         )
 
     # -- rendering -----------------------------------------------------------------------------------
