@@ -84,7 +84,9 @@ def test_single_node_smoke_sweep_and_checkpoint_resume(tmp_path: Path) -> None:
     config = _variant(SINGLE, tmp_path, {"runs": [first]})
     rc, results, output = _run(config, tmp_path / "run")
     assert rc == 0, output[-3000:]
-    assert "report:" in output and (tmp_path / "run" / "report.html").exists()
+    # the run ends with one verdict line that links the report
+    report = (tmp_path / "run" / "report.html").resolve()
+    assert "suite PASSED" in output and f"file://{report}" in output and report.exists()
 
     keys = [r["key"] for r in results["runs"]]
     assert keys == ["SMOKE", first, "CKPT-1", "CKPT-2", "CKPT-REF"]
