@@ -46,3 +46,18 @@ def test_opting_out_is_a_plan_warning(tmp_path: Path) -> None:
     assert HOST_KEYS_OFF in plan.warnings
     cl.write_text(json.dumps({"node_dict": {"10.0.0.5": {}}, "username": "u"}))
     assert HOST_KEYS_OFF not in build_plan(loaded, load_cluster(cl), out_dir=tmp_path, run_id="t").warnings
+
+
+def test_opting_out_is_said_at_the_top_of_the_report(tmp_path: Path) -> None:
+    """The warning reaches results.json and report.html, not only the terminal (audit #16)."""
+    from cvs_tui.core.judge import base_results
+    from cvs_tui.core.report import write_reports
+
+    cl = tmp_path / "cluster.json"
+    cl.write_text(json.dumps({"node_dict": {"10.0.0.5": {}}, "username": "u", "verify_host_keys": False}))
+    plan = build_plan(load_local(tmp_path, steps=20), load_cluster(cl), out_dir=tmp_path, run_id="t")
+    results = base_results(plan, source="live", hosts=["10.0.0.5"])
+    assert HOST_KEYS_OFF in results.warnings
+    html = write_reports(results, tmp_path / "out")["html"].read_text(encoding="utf-8")
+    top = html[: html.index('id="overall"') + 2000]
+    assert "warning: SSH host-key checks are off" in top

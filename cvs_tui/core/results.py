@@ -283,6 +283,8 @@ class Results(_Model):
     window_definition: str = ""
     node_health: list[NodeHealthRecord] = Field(default_factory=list)  # empty: health not watched
     provenance: Provenance = Field(default_factory=Provenance)  # additive: older files load without it
+    # the plan's warnings (host-key checks off, thresholds not enforced, ...): shown at the top of the report
+    warnings: list[str] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:

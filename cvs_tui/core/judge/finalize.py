@@ -239,6 +239,7 @@ def base_results(plan: Plan, *, source: Literal["live", "analyze"], hosts: Seque
         hosts=list(hosts),
         metric_definitions={k: d.definition for k, d in METRIC_DEFINITIONS.items()},
         window_definition=WINDOW_DEFINITION,
+        warnings=list(plan.warnings),
         provenance=provenance.collect(
             config_path=plan.config_path,
             threshold_path=plan.threshold_path or None,
