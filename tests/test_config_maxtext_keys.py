@@ -83,3 +83,13 @@ def test_without_local_maxtext_the_check_is_skipped_with_a_note(
     assert main(["config", "validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("OK ") and "\nnote: maxtext_config keys not checked: no local MaxText" in out
+
+
+def test_a_trainer_not_run_by_python_is_not_checked(tmp_path: Path) -> None:
+    """A shell stand-in trainer (`python: sh`) or a local interpreter without MaxText has no base.yml to
+    be held to, whatever MaxText sits next to the tool."""
+    assert find_base_yml("sh") is None
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text("")
+    assert find_base_yml(str(venv_python)) is None

@@ -10,6 +10,7 @@ did-you-mean. Without a local MaxText the check is skipped and the caller says s
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
 # keys MaxText reads that base.yml does not define: `base_config` names the YAML a config extends
 NOT_IN_BASE_YML = frozenset({"base_config"})
 _PACKAGE_DIRS = ("maxtext", "MaxText")
+_PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
 
 
 def base_yml_for(python: str | Path) -> Path | None:
@@ -37,11 +39,15 @@ def base_yml_for(python: str | Path) -> Path | None:
 
 
 def find_base_yml(python: str | None) -> Path | None:
-    """base.yml of the config's interpreter when that is a local MaxText environment, else the project's."""
-    for candidate in (python, project_maxtext_python()):
-        if candidate and (found := base_yml_for(candidate)) is not None:
-            return found
-    return None
+    """base.yml of the config's interpreter when that is a local MaxText environment. An interpreter named
+    for the nodes (``python3`` in a container) falls back to the project's MaxText; a local interpreter
+    without MaxText (a stand-in trainer, another framework's environment) is not checked at all."""
+    if python and Path(python).is_absolute() and Path(python).is_file():
+        return base_yml_for(python)
+    if python and not _PYTHON_NAME.fullmatch(Path(python).name):
+        return None  # the trainer is not run by a Python (a shell stand-in): nothing of MaxText to check
+    fallback = project_maxtext_python()
+    return base_yml_for(fallback) if fallback else None
 
 
 @functools.lru_cache(maxsize=4)

@@ -120,16 +120,20 @@ class NodeJob:
         la = self.launcher
         plan = la.plan
         t, rt = la.transports[rank], la.runtimes[rank]
-        yaml_path = posixpath.join(self.scratch, f"maxtext.node{rank}.yml")
-        script = posixpath.join(self.scratch, f"launch.node{rank}.sh")
+        # each rank's launcher and YAML (env values, paths) in a folder only its user reads (audit #11;
+        # under /tmp/<user>/ by default). One folder per rank: nodes that share a filesystem may log in as
+        # different users, and a 0700 folder of one must not lock the others out.
+        rank_dir = posixpath.join(self.scratch, f"node{rank}")
+        yaml_path = posixpath.join(rank_dir, f"maxtext.node{rank}.yml")
+        script = posixpath.join(rank_dir, f"launch.node{rank}.sh")
         log = self.log_paths[rank]
         dirs = " ".join(shlex.quote(d) for d in (self.logs_dir, self.scratch))
         stale = " ".join(shlex.quote(p) for p in (log, f"{log}.exit", f"{log}.pid", cancel_file(log)))
-        # the scratch folder holds the launcher and YAML (env values, paths): only the user reads it
-        # (audit #11; under /tmp/<user>/ by default, where other users could otherwise list and read)
-        scratch = shlex.quote(self.scratch)
+        private = shlex.quote(rank_dir)
         r = await t.run(
-            f"mkdir -p -- {dirs} && chmod 700 -- {scratch} && rm -f -- {stale}", la.opt.command_timeout_s
+            f"mkdir -p -- {dirs} && mkdir -p -m 700 -- {private} && chmod 700 -- {private} "
+            f"&& rm -f -- {stale}",
+            la.opt.command_timeout_s,
         )
         if r.rc != 0:
             raise RuntimeError(f"cannot prepare {self.logs_dir}: {r.err.strip()[:200]}")
