@@ -8,6 +8,7 @@ A run (live, or `analyze --out`) leaves one folder::
     report.html                the rendered report (junit.xml and summary.md beside it)
     logs/<slug>/node<rank>.log every node's full log, one folder per run
     exports/                   log views saved from the TUI
+    .lock, error.log           the writer's lock; cvs-tui's own traceback when it failed (runner/suite.py)
 
 A missing file is not an error here (a run in progress has no results.json yet); a file that is present
 but unreadable or not what cvs-tui writes is a UserError naming the file and the fix. Run slugs read from
