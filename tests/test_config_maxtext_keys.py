@@ -20,7 +20,7 @@ from cvs_tui.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL = ROOT / "configs" / "local" / "cpu_jaxmaxtext_tiny-llama_single.json"
-MAXTEXT_PYTHON = os.environ.get(MAXTEXT_PYTHON_VAR) or "/work/main/.venv-maxtext/bin/python"
+MAXTEXT_PYTHON = os.environ.get(MAXTEXT_PYTHON_VAR) or str(ROOT / ".venv-maxtext" / "bin" / "python")
 BASE_YML = find_base_yml(MAXTEXT_PYTHON)
 needs_maxtext = pytest.mark.skipif(
     BASE_YML is None, reason=f"no MaxText base.yml next to {MAXTEXT_PYTHON} or in .venv-maxtext"
@@ -93,3 +93,20 @@ def test_a_trainer_not_run_by_python_is_not_checked(tmp_path: Path) -> None:
     venv_python.parent.mkdir(parents=True)
     venv_python.write_text("")
     assert find_base_yml(str(venv_python)) is None
+
+
+@needs_maxtext
+def test_a_typo_for_a_trainer_on_the_nodes_is_a_warning_with_did_you_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python3` runs on the nodes (in their image): the local MaxText may be another version, so an
+    unknown key is a loud warning, not an error."""
+    monkeypatch.setenv(MAXTEXT_PYTHON_VAR, MAXTEXT_PYTHON)
+    path = _copy_local(tmp_path, per_device_batch_sise=2)
+    doc = json.loads(path.read_text())
+    doc["train_params"]["python"] = "python3"
+    path.write_text(json.dumps(doc))
+    loaded = load_config(path)
+    (line,) = [w for w in loaded.warnings if "per_device_batch_sise" in w]
+    assert "did you mean 'per_device_batch_size'?" in line and "MaxText next to cvs-tui" in line
+    assert "unknown keys are warnings" in loaded.maxtext_keys_note

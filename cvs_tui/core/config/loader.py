@@ -355,7 +355,7 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
 
     _semantic_checks(doc, problems, warnings, _literal_secrets(raw))
     runs = build_runs(doc, problems, warnings)
-    maxtext_keys_note = check_config_keys(doc, problems)
+    maxtext_keys_note = check_config_keys(doc, problems, warnings)
 
     ckpt = doc.get("checkpoint_resume")
     if isinstance(ckpt, dict) and ckpt.get("enabled") is True:
