@@ -113,6 +113,9 @@ async def _run_and_inject(suite: Suite, *, before_first_step: bool) -> tuple[str
     try:
         if before_first_step:
             await _until(lambda: SWEEP in suite.state.runs, 60, "the run to start")
+            # the kernel's clock is mapped to wall time within ~10 ms (more on a loaded machine): write the
+            # line clearly inside the run, still long before its first step (the trainer sleeps 20 s)
+            await asyncio.sleep(1.0)
         else:
             await _until(lambda: _steps(suite) >= 3, 60, "three steps on every node")
         tag = nonce()
