@@ -25,22 +25,8 @@ IMAGE=cvs-test/busybox:latest
 SOCK=$R/docker.sock
 REGISTRY_ADDR=${CVS_TEST_REGISTRY_ADDR:-127.0.0.9:5000}
 
-wait_for() { # wait_for <seconds> <cmd...>
-  local n=$(($1 * 10))
-  shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "infra: timeout waiting for: $*" >&2
-  return 1
-}
-
-alive() { # alive <pidfile>: the recorded process exists and is not a zombie
-  local p st
-  [ -f "$1" ] || return 1
-  p=$(cat "$1")
-  [ -n "$p" ] || return 1
-  st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 node_addr() { echo "127.0.0.$(($1 + 1))"; } # node 1 -> 127.0.0.2
 
@@ -204,18 +190,6 @@ export CVS_TEST_REGISTRY=$REGISTRY_ADDR
 EOF
   mv -f "$R/env.tmp" "$R/env"
   echo "infra up: nodes $hosts port $PORT, docker $SOCK, image $IMAGE (env: $R/env)"
-}
-
-stop_pidfile() { # stop_pidfile <file>: TERM, wait up to 20 s, then KILL
-  local f=$1 p
-  [ -f "$f" ] || return 0
-  p=$(cat "$f")
-  if alive "$f"; then
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 200); do alive "$f" || break; sleep 0.1; done
-    alive "$f" && kill -KILL "$p" 2>/dev/null
-  fi
-  rm -f "$f"
 }
 
 down() {

@@ -20,25 +20,8 @@ NSNAME=cvsslurm-$(printf '%s' "$R" | md5sum | cut -c1-8)
 NS="nsenter --net=/run/netns/$NSNAME"
 CONF=$R/etc/slurm.conf
 
-alive() { # alive <pidfile>: the recorded process exists and is not a zombie
-  local p st
-  [ -s "$1" ] || return 1
-  p=$(cat "$1" 2>/dev/null) || return 1
-  st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-
-stop_pidfile() { # TERM, wait up to 10 s, then KILL
-  local f=$1 p
-  [ -s "$f" ] || return 0
-  p=$(cat "$f")
-  if alive "$f"; then
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 100); do alive "$f" || break; sleep 0.1; done
-    alive "$f" && kill -KILL "$p" 2>/dev/null
-  fi
-  rm -f "$f"
-}
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pidfiles() { echo "$R/run/slurmd-node1.pid $R/run/slurmd-node2.pid $R/run/slurmctld.pid $R/munge/munged.pid"; }
 
@@ -163,7 +146,7 @@ down() {
       done
     fi
   fi
-  for f in $(pidfiles); do stop_pidfile "$f"; done
+  for f in $(pidfiles); do stop_pidfile "$f" 10; done
   [ -e "/run/netns/$NSNAME" ] && ip netns del "$NSNAME"
   rm -rf "$R/state" "$R/spool" "$R/run"
   echo "slurm down"
