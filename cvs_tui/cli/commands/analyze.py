@@ -13,24 +13,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import multiprocessing.process
+import os
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cvs_tui.cli.options import add_public_options, resolve_config_arg
 from cvs_tui.cli.publish import publish
+from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import analyze_paths, plan_for
 from cvs_tui.core.plan import Plan, secret_values
-from cvs_tui.core.report import write_reports
+from cvs_tui.core.report import REPORT_FILES, write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.textsafe import register_secrets, sanitize_text
 
 DEFAULT_OUT_ROOT = Path("runs")
+ERROR_LOG = "error.log"  # as a live run names its own traceback (runner/suite.py)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,15 +156,42 @@ def run(args: argparse.Namespace) -> int:
     register_secrets(secret_values(plan))  # masked on screen and in every artefact (audit #11)
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": RunFolder(out).write_results(results), **write_reports(results, out)}
+    paths = {"results": RunFolder(out).write_results(results)}
+    if not args.no_ui and not args.json and sys.stdout.isatty() and sys.stdin.isatty():
+        # The screen first: the reports (matplotlib, ~1-2 s) are drawn by a child process meanwhile,
+        # and the summary is printed when the user leaves the app, where it stays readable.
+        paths.update({kind: out / name for kind, name in REPORT_FILES.items()})
+        child = _write_reports_in_child(results, out)
+        try:
+            _show(loaded, plan, results, args, paths)
+        finally:
+            child.join()
+        if child.exitcode != 0:
+            raise UserError(f"reports: writing them into {out} failed; the traceback is in {out / ERROR_LOG}")
+    else:
+        paths.update(write_reports(results, out))
     if args.json:
         print(json.dumps(summary_dict(results, paths), indent=2))
     else:
         print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
-    if not args.no_ui and not args.json and sys.stdout.isatty() and sys.stdin.isatty():
-        _show(loaded, plan, results, args, paths)
     return 0 if results.passed and clean else 1
+
+
+def _reports_child(results: Results, out: Path) -> None:
+    try:
+        write_reports(results, out)
+    except BaseException:  # the screen belongs to the app: the traceback goes to a file
+        write_atomic(out / ERROR_LOG, traceback.format_exc(), mode=FILE_MODE)
+        os._exit(1)
+
+
+def _write_reports_in_child(results: Results, out: Path) -> multiprocessing.process.BaseProcess:
+    """report.html, junit.xml and summary.md written by a forked child (its exit status says if they were)."""
+    fork = multiprocessing.get_context("fork")
+    proc = fork.Process(target=_reports_child, args=(results, out), daemon=True)
+    proc.start()
+    return proc
 
 
 def _show(
