@@ -8,6 +8,8 @@ and releases (``scancel``) at the end, also on failure and Ctrl-C. Each run is o
 folder on shared storage, so logs are followed and exit statuses read from there, and srun's own
 ``--output`` is named with ``%n`` (``%N`` is the same hostname for every node of a one-machine test
 cluster). Side commands run as ``srun --overlap -w NODE``, so no SSH to compute nodes is needed.
+Where a node does not see the run folder (or with ``--slurm-files node-local``), the step's files live
+on the nodes instead and the logs come from the step's labelled stdout: :mod:`.slurm_nodelocal`.
 
 Exit statuses: the ranks' own (``<log>.exit``), never srun's (143 when one rank exited 7) nor the
 batch job's. Stopping: ``scancel --signal=TERM J.S``, grace, ``scancel J.S``, then the trainer's
@@ -510,6 +512,8 @@ class SlurmLauncher:
         self.node_local = mode == "node-local" or bool(unseen)
         if not self.node_local:
             return []
+        with contextlib.suppress(OSError):
+            (self.run_dir / "slurm").rmdir()  # the probe's folder: nothing of the step goes there
         if progress is not None:
             why = "--slurm-files node-local"
             if unseen:
