@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, SerializerFunctionWrapHandler, model_serializer
 
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.blocks import (
@@ -75,6 +75,14 @@ class PlannedSlurm(_Frozen):
     # where the step's files live: the run folder on shared storage, node-local scratch (logs from
     # the step's labelled stdout), or auto (node-local when a node does not see the run folder)
     files: SlurmFiles = "auto"
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the default is left out: plan.json keeps the shape it had before --slurm-files
+        d: dict[str, Any] = handler(self)
+        if d.get("files") == "auto":
+            del d["files"]
+        return d
 
 
 class JudgeSpec(_Frozen):
