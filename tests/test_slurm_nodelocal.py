@@ -155,6 +155,13 @@ def test_label_demux_padded_labels_stray_lines_and_a_cut_last_line() -> None:
     assert all(r.eof for r in d.ranks)
 
 
+def test_task_failure_line_needs_the_steps_tag() -> None:
+    d = LabelDemux(2, failure_tag=b"CVS_TUI_TASK_FAILED=n0nce ")
+    d.feed(b"0: CVS_TUI_TASK_FAILED=other 2\n1: CVS_TUI_TASK_FAILED=n0nce 2\n")
+    assert d.ranks[0].task_failed is None and d.ranks[1].task_failed == 2
+    assert d.ranks[1].take() == b"CVS_TUI_TASK_FAILED=n0nce 2\n"  # still part of the rank's bytes
+
+
 def test_exit_line_hint_only_for_a_whole_last_line() -> None:
     d = LabelDemux(1)
     d.feed(b"0: EXIT_CODE=3 is what I print\n")
@@ -294,6 +301,34 @@ def test_lost_node_node_local_copy_completed_through_a_side_command(tmp_path: Pa
     assert rec["nodes"][1]["exit_code"] == 137
     assert s.stage("teardown")["state"] == "passed", s.stage("teardown")
     assert s.copied_log(1).read_bytes().endswith(b"EXIT_CODE=137\n")
+    _nothing_left(s)
+
+
+@_mark
+def test_a_node_that_cannot_take_the_files_fails_the_run_at_once(tmp_path: Path) -> None:
+    """temp_dir cannot be created on the nodes: each task says why on its stdout with its own exit
+    status (no launcher ran, so no .exit file will come) instead of leaving the run to the watchdog."""
+    s = _node_local(make_setup(tmp_path))
+    cfg = json.loads(s.config.read_text())
+    cfg["paths"]["temp_dir"] = "/dev/null/cvs-scratch"
+    s.config.write_text(json.dumps(cfg, indent=2))
+
+    async def go() -> Suite:
+        return await run_suite_async(
+            s, await _plan(s, "cvs-nl-nodir"), fast_options(compile_allowance_s=600.0)
+        )
+
+    t0 = time.monotonic()
+    suite = asyncio.run(go())
+    assert time.monotonic() - t0 < 120  # far below the 600 s the watchdog would wait
+    assert not suite.results_passed()
+    rec = s.run_record()
+    assert rec["outcome"] == "failed" and rec["root_cause_node"] in (0, 1), rec["reason"]
+    assert [n["exit_code"] for n in rec["nodes"]] == [2, 2]
+    for rank in (0, 1):
+        log = s.copied_log(rank).read_text()
+        assert f"node{rank + 1}: cannot create /dev/null/cvs-scratch/" in log, log
+    assert s.stage("teardown")["state"] == "passed", s.stage("teardown")
     _nothing_left(s)
 
 

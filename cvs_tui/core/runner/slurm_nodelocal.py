@@ -25,6 +25,7 @@ import asyncio
 import base64
 import contextlib
 import posixpath
+import secrets
 import shlex
 import tempfile
 import time
@@ -34,7 +35,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.runner.launcher import LaunchSpec, build_launcher, parse_exit_status, read_exit_command
+from cvs_tui.core.runner.launcher import (
+    RC_SETUP_FAILED,
+    LaunchSpec,
+    build_launcher,
+    parse_exit_status,
+    read_exit_command,
+)
 from cvs_tui.core.runner.slurm import SlurmError, SlurmJob, SlurmStep, side_command, task_script
 from cvs_tui.core.runner.slurm_stream import LabelDemux
 from cvs_tui.core.runner.transport import CommandTimeout
@@ -59,33 +66,43 @@ def rank_dir(base: str, rank: int) -> str:
     return posixpath.join(base, f"node{rank}")
 
 
-def bundle(base: str, launchers: Sequence[str], yaml_text: str | None) -> bytes:
+def failure_tag(nonce: str) -> bytes:
+    """The start of the line a task prints when it cannot start its launcher (then ``<rc>``): its own
+    word for its exit status, as no ``.exit`` file can exist. The nonce is the step's, never the
+    trainer's (it does not run then), so a trainer cannot print one."""
+    return f"CVS_TUI_TASK_FAILED={nonce} ".encode()
+
+
+def bundle(base: str, launchers: Sequence[str], yaml_text: str | None, nonce: str) -> bytes:
     """The script every task reads from stdin: its rank's files into ``<base>/node<rank>`` (0700), then
     the launcher (through the shared mode's task script) with its log copied to stdout."""
     q = shlex.quote
+    cant = 'die "cannot write to $d"'
     cases = []
     for r, text in enumerate(launchers):
         d = rank_dir(base, r)
         cases.append(
             f"{r}) printf '%s' {q(text)} > \"$d/node{r}.sh\" && "
-            f"printf '%s' {q(task_script(d))} > \"$d/task.sh\" || exit 2 ;;"
+            f"printf '%s' {q(task_script(d))} > \"$d/task.sh\" || {cant} ;;"
         )
-    put_yaml = f"printf '%s' {q(yaml_text or '')} > \"$d/maxtext.node$rank.yml\" || exit 2"
+    put_yaml = f"printf '%s' {q(yaml_text or '')} > \"$d/maxtext.node$rank.yml\" || {cant}"
     yaml = [] if yaml_text is None else [put_yaml]
+    tag = failure_tag(nonce).decode()
     lines = [
         "# cvs-tui node-local task: files for this rank, then its launcher, its log copied to stdout",
         "rank=${SLURM_NODEID:?not started by srun}",
         f'd={q(base)}/"node$rank"',
+        f'die() {{ printf \'cvs-tui task on %s: %s\\n{tag}%s\\n\' "${{SLURMD_NODENAME:-?}}" "$1" '
+        f"{RC_SETUP_FAILED}; exit {RC_SETUP_FAILED}; }}",
         "umask 077",
-        'mkdir -p -- "$d" && chmod 700 -- "$d" || '
-        '{ printf \'cvs-tui task: cannot create %s on %s\\n\' "$d" "${SLURMD_NODENAME:-?}"; exit 2; }',
+        'mkdir -p -- "$d" && chmod 700 -- "$d" || die "cannot create $d"',
         'case "$rank" in',
         *cases,
-        "*) printf 'cvs-tui task: no launcher for rank %s\\n' \"$rank\"; exit 2 ;;",
+        '*) die "no launcher for rank $rank" ;;',
         "esac",
         *yaml,
         'log="$d/node$rank.log"',
-        ': >> "$log" || exit 2',
+        ': >> "$log" || die "cannot write $log"',
         # the launcher lives on through the step's TERM (task.sh traps it) to record the real status.
         # Its own words (bash's "Killed" notices) go to a file: stdout carries the log's bytes only, and
         # a pipe to a lost step daemon would kill it with SIGPIPE before it records the exit status
@@ -111,6 +128,7 @@ class NodeLocalStep(SlurmStep):
     yaml_text: str | None = None  # written as <rank dir>/maxtext.node<rank>.yml on each node
     command_timeout_s: float = 120.0
     ending: bool = False  # being stopped: exit statuses are read without waiting for the stream
+    nonce: str = field(init=False)
     demux: LabelDemux = field(init=False)
     stderr_tail: deque[str] = field(init=False, default_factory=lambda: deque(maxlen=20))
     exits: dict[int, int] = field(init=False, default_factory=dict)
@@ -120,7 +138,8 @@ class NodeLocalStep(SlurmStep):
     _finished: list[str] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.demux = LabelDemux(self.ranks)
+        self.nonce = secrets.token_hex(8)
+        self.demux = LabelDemux(self.ranks, failure_tag=failure_tag(self.nonce))
 
     def log_path(self, rank: int) -> str:
         return posixpath.join(rank_dir(self.base, rank), f"node{rank}.log")
@@ -130,7 +149,7 @@ class NodeLocalStep(SlurmStep):
 
     async def start(self, specs: Sequence[LaunchSpec]) -> None:
         """srun with the bundle as its stdin (broadcast to every task); returns once srun runs."""
-        data = bundle(self.base, [build_launcher(s) for s in specs], self.yaml_text)
+        data = bundle(self.base, [build_launcher(s) for s in specs], self.yaml_text, self.nonce)
         nodes = self.alloc.nodes[: self.ranks]
         args = [
             "srun",
@@ -185,6 +204,9 @@ class NodeLocalStep(SlurmStep):
         """The rank's ``.exit`` through a side command, once it may be there (see the module doc)."""
         if rank in self.exits:
             return self.exits[rank]
+        if (failed := self.demux.ranks[rank].task_failed) is not None:
+            self.exits[rank] = failed  # the task could not start its launcher: no .exit file will come
+            return failed
         ended = self.proc is None or self.proc.returncode is not None
         if not (self.ending or ended or self.demux.ranks[rank].exit_line):
             return None
@@ -260,7 +282,9 @@ class NodeLocalStep(SlurmStep):
         if code is not None:
             self.exits.setdefault(rank, code)
         if lines[0] == "none":
-            return None if got.size == 0 else f"slurm: rank {rank} ({node}): no log on the node to compare"
+            if got.size == 0 or got.task_failed is not None:  # no launcher ran: nothing to compare
+                return None
+            return f"slurm: rank {rank} ({node}): no log on the node to compare"
         size, whole, head = int(lines[0]), lines[1], lines[2]
         if size > got.size and head == got.sha.hexdigest():
             with contextlib.suppress(ValueError):

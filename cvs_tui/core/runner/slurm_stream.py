@@ -44,6 +44,7 @@ class RankStream:
         self.exit_line = False  # the last complete line is an EXIT_CODE= line: the .exit file is near
         self.eof = False
         self.stopped = False
+        self.task_failed: int | None = None  # the task's own exit status when it could not start
         self._line = bytearray()  # the current line's start (for the EXIT_CODE hint only), bounded
         self._wake = asyncio.Event()
 
@@ -92,8 +93,9 @@ class RankStream:
 class LabelDemux:
     """Feeds srun's labelled stdout, in chunks of any size, into one :class:`RankStream` per rank."""
 
-    def __init__(self, ranks: int, max_msg: int = SRUN_MAX_MSG) -> None:
+    def __init__(self, ranks: int, max_msg: int = SRUN_MAX_MSG, failure_tag: bytes | None = None) -> None:
         self.ranks = [RankStream(r) for r in range(ranks)]
+        self.failure_tag = failure_tag  # a line ``<tag><rc>``: the task could not start its launcher
         self.max_msg = max_msg
         self.stray: deque[bytes] = deque(maxlen=STRAY_KEPT)
         self.stray_count = 0
@@ -125,6 +127,9 @@ class LabelDemux:
             self.stray.append(line[:300])
             return
         content = line[m.end() :]
+        tag = self.failure_tag
+        if tag and content.startswith(tag) and content[len(tag) :].isdigit():
+            self.ranks[rank].task_failed = int(content[len(tag) :])
         if newline and len(content) != self.max_msg:
             content += b"\n"
         self.ranks[rank].add(content)
