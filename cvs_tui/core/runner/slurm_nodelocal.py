@@ -4,14 +4,18 @@ The step's files go to a node-local scratch folder per rank, ``<temp_dir>/<run i
 (0700, like the SSH path's), delivered through the step itself: srun broadcasts its standard input (a
 bundle read from an unlinked temporary file, never argv) to every task, and each task writes its own
 rank's launcher script (:func:`.launcher.build_launcher`, the same as everywhere), the task script of
-the shared mode (:func:`.slurm.task_script`) and the MaxText YAML, then starts them. The HF token stays
-a file on the node, read there by the launcher, as over SSH.
+the shared mode (:func:`.slurm.task_script`) and the MaxText YAML, then starts them. (Every task gets
+every rank's launcher, a few KiB each: 512 ranks broadcast about 2 MB, once per run.) The HF token stays
+a file on the node, read there by the launcher, as over SSH. A task that cannot do this (its scratch
+not writable) prints why and a line tagged with the step's nonce carrying its exit status: no launcher
+ran, so no ``.exit`` file will ever say it.
 
 Logs: the launcher writes the rank's log on the node as always; the task copies it to its stdout
 (``tail -f --pid``, immune to the step's TERM, so the lines written after a stop still come) and srun
 (``-l``, labelled, line-buffered; no ``-u``) merges them. :mod:`.slurm_stream` splits that back into
 one byte stream per rank for :meth:`NodeLocalJob.follow`. At the end each rank's node log is compared
-(size, SHA-256) with what came through, through a side command; a difference is a problem line.
+(size, SHA-256) with what came through, through a side command; bytes srun never delivered (a lost
+step daemon) are read from the node there when the rest matches, any other difference is a problem line.
 
 Exit statuses: the ranks' ``.exit`` files, read through side commands (``srun --overlap``) once the
 rank's stream ends with its ``EXIT_CODE=`` line, srun ended or the step is being stopped; never srun's
