@@ -49,6 +49,13 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
         help="with --slurm outside an allocation: what `salloc --no-shell` gets, e.g. '-N 2 -p debug' "
         "(a single word: --slurm-args=-N2)",
     )
+    p.add_argument(
+        "--slurm-files",
+        choices=("auto", "shared", "node-local"),
+        help="with --slurm: where the job step's scripts and logs live: the run folder on storage every "
+        "node shares, node-local scratch with logs from the step's labelled stdout, or auto (default: "
+        "node-local when a node does not see the run folder)",
+    )
 
 
 def target_cluster(args: argparse.Namespace) -> Cluster:
@@ -75,8 +82,10 @@ def load_target(
     args.config = resolve_config_arg(args.config)
     if getattr(args, "slurm", False):
         return _load_slurm_target(args, out_dir=out_dir, allocate=allocate)
-    if getattr(args, "slurm_args", None):
-        raise UserError("--slurm-args: only with --slurm; add --slurm")
+    for flag in ("slurm_args", "slurm_files"):
+        if getattr(args, flag, None):
+            name = "--" + flag.replace("_", "-")
+            raise UserError(f"{name}: only with --slurm; add --slurm")
     problems: list[str] = []
     cluster: Cluster | None = None
     try:
@@ -106,19 +115,20 @@ def _load_slurm_target(
     from cvs_tui.core.runner.slurm import SlurmClient, release_allocation
 
     salloc_args = st.slurm_args_or_none(args.slurm_args, os.environ)
+    files = getattr(args, "slurm_files", None) or "auto"
     loaded = load_config(args.config, user=os_user())
     run_id = new_run_id()
     out = out_dir or DEFAULT_RUNS_DIR / run_id
     if salloc_args is not None and not allocate:
         cluster = st.pending_cluster(st.requested_nodes(salloc_args))
         plan = build_plan(loaded, cluster, out_dir=out, run_id=run_id)
-        return loaded, cluster, st.slurm_plan(plan, None, salloc_args)
+        return loaded, cluster, st.with_files(st.slurm_plan(plan, None, salloc_args), files)
     client = SlurmClient()
     alloc, addresses = asyncio.run(st.allocate(client, os.environ, salloc_args))
     try:
         cluster = st.allocation_cluster(alloc, addresses)
         plan = build_plan(loaded, cluster, out_dir=out, run_id=run_id)
-        return loaded, cluster, st.slurm_plan(plan, alloc, salloc_args)
+        return loaded, cluster, st.with_files(st.slurm_plan(plan, alloc, salloc_args), files)
     except BaseException:
         asyncio.run(release_allocation(client, alloc))
         raise

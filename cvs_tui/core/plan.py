@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, SecretStr, SerializerFunctionWrapHandler, model_serializer
 
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.blocks import (
@@ -62,6 +62,9 @@ class PlannedNode(_Frozen):
     key_file: str | None = None
 
 
+SlurmFiles = Literal["auto", "shared", "node-local"]
+
+
 class PlannedSlurm(_Frozen):
     """Where a ``launcher: slurm`` plan runs: an allocation, or the one cvs-tui will request."""
 
@@ -69,6 +72,17 @@ class PlannedSlurm(_Frozen):
     nodes: list[str]  # Slurm node names in rank order (rank 0 = first); empty until allocated
     salloc_args: list[str]  # what `salloc --no-shell` is given when cvs-tui requests the allocation
     owned: bool  # requested by cvs-tui: released at the end, also on failure and Ctrl-C
+    # where the step's files live: the run folder on shared storage, node-local scratch (logs from
+    # the step's labelled stdout), or auto (node-local when a node does not see the run folder)
+    files: SlurmFiles = "auto"
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the default is left out: plan.json keeps the shape it had before --slurm-files
+        d: dict[str, Any] = handler(self)
+        if d.get("files") == "auto":
+            del d["files"]
+        return d
 
 
 class JudgeSpec(_Frozen):
@@ -485,16 +499,29 @@ def _replace_deep(node: Any, old: str, new: str) -> Any:
     return node
 
 
+_SLURM_FILES = {
+    "auto": "the run folder if every node sees it, else node-local (checked at preflight)",
+    "shared": "the run folder, on storage every node shares (logs followed from it)",
+    "node-local": "node-local scratch (temp_dir); logs from the step's labelled stdout",
+}
+
+
+def _format_slurm_files(files: str, w: Callable[[str], None]) -> None:
+    w(f"  files       {files}: {_SLURM_FILES.get(files, files)}  (--slurm-files)")
+
+
 def _format_slurm(d: dict[str, Any], w: Callable[[str], None]) -> None:
     sl = d["slurm"]
     if sl["job_id"] is None:
         request = shlex.join(sl["salloc_args"])
         w(f"  slurm       will request: salloc --no-shell {request}  (released at the end)")
+        _format_slurm_files(sl.get("files", "auto"), w)
         for n in d["nodes"]:
             w(f"  rank {n['rank']}  node {n['rank'] + 1} of the allocation, in Slurm's node-list order")
         return
     how = "requested by cvs-tui, released at the end" if sl["owned"] else "the allocation cvs-tui runs in"
     w(f"  slurm       job {sl['job_id']}  ({how})")
+    _format_slurm_files(sl.get("files", "auto"), w)
     for n, name in zip(d["nodes"], sl["nodes"], strict=True):
         coord = "  (coordinator)" if n["rank"] == 0 else ""
         w(f"  rank {n['rank']}  {name}  address {n['host']}  srun --jobid {sl['job_id']} -w {name}{coord}")

@@ -8,6 +8,8 @@ and releases (``scancel``) at the end, also on failure and Ctrl-C. Each run is o
 folder on shared storage, so logs are followed and exit statuses read from there, and srun's own
 ``--output`` is named with ``%n`` (``%N`` is the same hostname for every node of a one-machine test
 cluster). Side commands run as ``srun --overlap -w NODE``, so no SSH to compute nodes is needed.
+Where a node does not see the run folder (or with ``--slurm-files node-local``), the step's files live
+on the nodes instead and the logs come from the step's labelled stdout: :mod:`.slurm_nodelocal`.
 
 Exit statuses: the ranks' own (``<log>.exit``), never srun's (143 when one rank exited 7) nor the
 batch job's. Stopping: ``scancel --signal=TERM J.S``, grace, ``scancel J.S``, then the trainer's
@@ -35,7 +37,7 @@ from typing import ClassVar, Literal
 
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.follow import FileFollower
-from cvs_tui.core.plan import Plan, PlannedRun
+from cvs_tui.core.plan import Plan, PlannedRun, SlurmFiles
 from cvs_tui.core.runner.launcher import (
     LaunchSpec,
     build_launcher,
@@ -455,6 +457,10 @@ class SlurmJob:
         self._cancelled = True
         self.problems += await self.step.cancel(self.grace_s)
 
+    async def finish(self) -> list[str]:
+        """After the step: anything left to check or remove (node-local files); problem lines."""
+        return []
+
     async def wait_ended(self, timeout: float) -> bool:
         """srun ended (every task of the step exited) within ``timeout`` s."""
         if self.step.proc is None:
@@ -479,6 +485,8 @@ class SlurmLauncher:
     alloc_timeout_s: float = 600.0
     alloc: Allocation | None = None
     jobs: list[SlurmJob] = field(default_factory=list)
+    files: SlurmFiles | None = None  # where the step's files live; None: the plan's (--slurm-files)
+    node_local: bool = False  # decided by prepare: the nodes do not share the run folder (or forced)
 
     async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Allocation (requested or inherited), enough nodes, and the run folder seen by every node."""
@@ -497,6 +505,30 @@ class SlurmLauncher:
                 f"slurm: job {self.alloc.job_id} has {len(self.alloc.nodes)} nodes "
                 f"({','.join(self.alloc.nodes)}), the plan needs {need}; request -N {need}"
             ]
+        mode = self.files or (self.plan.slurm.files if self.plan.slurm is not None else "auto")
+        unseen, problems = ([], []) if mode == "node-local" else await self._probe_shared(need, mode)
+        if problems:
+            return problems
+        self.node_local = mode == "node-local" or bool(unseen)
+        if not self.node_local:
+            return []
+        with contextlib.suppress(OSError):
+            (self.run_dir / "slurm").rmdir()  # the probe's folder: nothing of the step goes there
+        if progress is not None:
+            why = "--slurm-files node-local"
+            if unseen:
+                why = f"{', '.join(unseen)}: no run folder {self.run_dir}"
+            scratch = self.plan.paths.get("temp_dir") or "/tmp"
+            progress(
+                f"slurm: node-local files ({why}): scripts and logs in {scratch} on each node, "
+                "logs followed from the step's labelled stdout"
+            )
+        return await self._check_node_tools(need)
+
+    async def _probe_shared(self, need: int, mode: str) -> tuple[list[str], list[str]]:
+        """Which ranks do not see the run folder (``rank r (node)``), and problem lines (unreachable,
+        or not seen when ``mode`` is shared)."""
+        assert self.alloc is not None
         probe = self.run_dir / "slurm" / f".shared-{uuid.uuid4().hex[:8]}"
         probe.parent.mkdir(parents=True, exist_ok=True)
         probe.write_text(probe.name)
@@ -510,23 +542,49 @@ class SlurmLauncher:
             )
         finally:
             probe.unlink()
+        problems, unseen = [], []
+        for r, res in enumerate(results):
+            node = self.alloc.nodes[r]
+            if isinstance(res, BaseException):
+                problems.append(f"slurm: rank {r} ({node}): {res}")
+            elif res.out.strip() != probe.name and mode == "shared":
+                problems.append(
+                    f"slurm: rank {r} ({node}) does not see the run folder {self.run_dir}; "
+                    "put --out on a filesystem shared by every node, or drop --slurm-files shared"
+                )
+            elif res.out.strip() != probe.name:
+                unseen.append(f"rank {r} ({node})")
+        return unseen, problems
+
+    async def _check_node_tools(self, need: int) -> list[str]:
+        """Node-local files need GNU ``tail --pid`` on every node (it copies the log to the step's stdout)."""
+        from cvs_tui.core.runner.slurm_nodelocal import TAIL_CHECK
+
+        assert self.alloc is not None
+        results = await asyncio.gather(
+            *(self.run_on_node(r, TAIL_CHECK, self.command_timeout_s) for r in range(need)),
+            return_exceptions=True,
+        )
         problems = []
         for r, res in enumerate(results):
             node = self.alloc.nodes[r]
             if isinstance(res, BaseException):
                 problems.append(f"slurm: rank {r} ({node}): {res}")
-            elif res.out.strip() != probe.name:
+            elif res.rc != 0:
                 problems.append(
-                    f"slurm: rank {r} ({node}) does not see the run folder {self.run_dir}; "
-                    "put --out on a filesystem shared by every node"
+                    f"slurm: rank {r} ({node}) has no GNU `tail --pid` (coreutils), needed without a shared "
+                    "run folder; install coreutils there or put --out on a filesystem every node shares"
                 )
         return problems
 
-    def specs(self, run: PlannedRun, folder: str) -> list[LaunchSpec]:
+    def specs(self, run: PlannedRun, folder: str, *, write: bool = True) -> list[LaunchSpec]:
+        """Each rank's launch spec, paths in ``folder``; the YAML is written there unless ``write`` is
+        False (node-local files: the step itself writes it on the node)."""
         specs = []
         for rank in range(len(self.plan.nodes)):
             yaml_path = posixpath.join(folder, f"maxtext.node{rank}.yml")
-            _write(yaml_path, run.yaml_text, 0o600)  # owner only, like the launcher (audit #11)
+            if write:
+                _write(yaml_path, run.yaml_text, 0o600)  # owner only, like the launcher (audit #11)
             tokenizer = self.plan.stage("tokenizer").enabled
             specs.append(
                 LaunchSpec(
@@ -546,6 +604,10 @@ class SlurmLauncher:
     async def start(self, run: PlannedRun) -> SlurmJob:
         if self.alloc is None:
             raise SlurmError("start before prepare: no allocation")
+        if self.node_local:
+            from cvs_tui.core.runner.slurm_nodelocal import start_node_local
+
+            return await start_node_local(self, run)
         folder = str(self.run_dir / "slurm" / run.slug)
         os.makedirs(folder, exist_ok=True)
         return await self.start_specs(run.key, folder, self.specs(run, folder))
@@ -574,7 +636,7 @@ class SlurmLauncher:
         for job in self.jobs:
             if job.step.proc is not None and job.step.proc.returncode is None:
                 await job.cancel(range(job.ranks))
-            problems += job.problems
+            problems += job.problems + await job.finish()
         self.jobs = []
         if self.alloc is not None:
             problems += await release_allocation(self.client, self.alloc)

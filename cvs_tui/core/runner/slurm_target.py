@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from cvs_tui.core.cluster import Cluster, Node, os_user
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.plan import Plan, PlannedSlurm, PlannedStage
+from cvs_tui.core.plan import Plan, PlannedSlurm, PlannedStage, SlurmFiles
 from cvs_tui.core.runner.slurm import (
     Allocation,
     SlurmClient,
@@ -165,3 +165,30 @@ async def release_owned(plan: Plan, client: SlurmClient) -> list[str]:
     if q.rc != 0 or not q.out.strip():
         return []
     return await release_allocation(client, Allocation(sl.job_id, list(sl.nodes), owned=True))
+
+
+_FILES: dict[str, SlurmFiles] = {"auto": "auto", "shared": "shared", "node-local": "node-local"}
+
+
+def with_files(plan: Plan, files: str) -> Plan:
+    """The Slurm plan with ``--slurm-files`` (where the step's files live) and its preflight row."""
+    mode = _FILES.get(files)
+    if mode is None:
+        raise UserError(f"--slurm-files: {files!r} is not one of {', '.join(_FILES)}; pick one of those")
+    sl = plan.slurm
+    if sl is None:
+        return plan
+    check = {
+        "auto": "check every node sees the run folder (if one does not: node-local files, logs from the "
+        "step's labelled stdout)",
+        "shared": "check every node sees the run folder",
+        "node-local": "node-local files (--slurm-files node-local), logs from the step's labelled stdout; "
+        "check GNU tail on every node",
+    }[mode]
+    stages = [
+        s.model_copy(update={"reason": s.reason.replace("check every node sees the run folder", check)})
+        if s.name == "preflight" and s.enabled
+        else s
+        for s in plan.stages
+    ]
+    return plan.model_copy(update={"slurm": sl.model_copy(update={"files": mode}), "stages": stages})
