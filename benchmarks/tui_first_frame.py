@@ -94,23 +94,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.repeat + 1):  # the first run warms the page cache and is not counted
             out = Path(tmp) / f"o{i}"
-            cmd = (
-                f"CVS_TUI_MAXTEXT_PYTHON={env_mx} {a.cvs_tui} analyze {CONFIG} --logs {LOG} --run SMOKE --out {out}"
-            )
+            cmd = f"CVS_TUI_MAXTEXT_PYTHON={env_mx} {a.cvs_tui} analyze {CONFIG} --logs {LOG} --run SMOKE"
+            cmd += f" --out {out}"
             f, v = one(cmd, "cvs-tui analyze", "suite PASSED")
             floor, _ = one(f"{python} -c 'print(\"floor-mark\")'", "floor-mark", "floor-mark")
             if i:
                 firsts.append(f)
                 verdicts.append(v)
                 floors.append(floor)
-                print(f"run {i}: first frame {f:.2f} s, verdict {v:.2f} s (bare python in the same terminal {floor:.2f} s)")
+                print(f"run {i}: first frame {f:.2f} s, verdict {v:.2f} s (bare python in the terminal {floor:.2f} s)")
     print(
         f"first frame: median {statistics.median(firsts):.2f} s, min {min(firsts):.2f} s; "
         f"verdict on screen: median {statistics.median(verdicts):.2f} s, min {min(verdicts):.2f} s; "
         f"bare python: median {statistics.median(floors):.2f} s"
     )
     total, direct = import_profile(python)
-    print(f"import cvs_tui.tui.app: {total:.2f} s; largest direct imports: " + ", ".join(f"{n} {s:.2f} s" for s, n in direct))
+    largest = ", ".join(f"{n} {s:.2f} s" for s, n in direct)
+    print(f"import cvs_tui.tui.app: {total:.2f} s; largest direct imports: {largest}")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     return 0
 
