@@ -102,7 +102,7 @@ def main() -> int:
                 firsts.append(f)
                 verdicts.append(v)
                 floors.append(floor)
-                print(f"run {i}: first frame {f:.2f} s, verdict {v:.2f} s (bare python in the terminal {floor:.2f} s)")
+                print(f"run {i}: first frame {f:.2f} s, verdict {v:.2f} s (bare python: {floor:.2f} s)")
     print(
         f"first frame: median {statistics.median(firsts):.2f} s, min {min(firsts):.2f} s; "
         f"verdict on screen: median {statistics.median(verdicts):.2f} s, min {min(verdicts):.2f} s; "
