@@ -97,14 +97,27 @@ def probe_command(remote_path: str, bridge: Bridge) -> str:
     if not _SOCAT_SAFE.fullmatch(remote_path):
         tools = [t for t in tools if t != "socat"]
     find = "; ".join(f"command -v {t} >/dev/null 2>&1 && {{ echo {t}; exit 0; }}" for t in tools)
+    needed = shlex.quote(" nor ".join(tools) or "python3 (socat cannot parse this path)")
+    host = '"${SLURMD_NODENAME:-$(hostname)}"'
     return (
-        f'test -S {q} || {{ echo "no unix socket at {remote_path} on $(hostname)"; exit 3; }}; '
-        f'test -r {q} -a -w {q} || {{ echo "{remote_path} on $(hostname) is not readable and '
-        'writable by $(id -un)"; exit 3; }; '
+        f"test -S {q} || {{ printf 'no unix socket at %s on %s\\n' {q} {host}; exit 3; }}; "
+        f"test -r {q} -a -w {q} || {{ printf '%s on %s is not readable and writable by %s\\n' {q} "
+        f'{host} "$(id -un)"; exit 3; }}; '
         f"{find}; "
-        f'echo "neither {" nor ".join(tools) or "python3"} on $(hostname) (one is needed to reach '
-        f'{remote_path})"; exit 4'
+        f"printf 'neither %s on %s (one is needed to reach %s)\\n' {needed} {host} {q}; exit 4"
     )
+
+
+def _without_srun_status(err: bytes, node: str) -> bytes:
+    """``err`` less srun's own line about the task's end (it comes with --quiet too, anywhere in err)."""
+    line = re.compile(
+        rb"^srun: error: " + re.escape(node.encode()) + rb": task 0: [A-Z][^\n]*\n", re.MULTILINE
+    )
+    found = list(line.finditer(err))
+    if not found:
+        return err
+    m = found[-1]
+    return err[: m.start()] + err[m.end() :]
 
 
 class _SideProcess:
@@ -198,7 +211,7 @@ class SlurmTransport:
         if self._closed:
             raise TransportError(f"{self.name}: transport closed")
         try:
-            return await side_run(
+            rc, out, err = await side_run(
                 self.client,
                 self.job_id,
                 self.node,
@@ -212,6 +225,8 @@ class SlurmTransport:
             raise CommandTimeout(f"{self.name}: {exc}") from None
         except (SlurmError, OSError) as exc:
             raise ConnectError(f"{self.name}: srun: {exc}") from exc
+        # srun's own line about the task's status (also with --quiet): the command's stderr is the caller's
+        return rc, out, _without_srun_status(err, self.node) if rc != 0 else err
 
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Atomic (temp file + rename on the node); the bytes travel through the side step's stdin."""
@@ -259,7 +274,9 @@ class SlurmTransport:
             task = asyncio.ensure_future(self._bridge(argv, reader, writer))
             self._bridges.add(task)
             try:
-                await asyncio.shield(task)
+                # ends cancelled when close() cancels the bridge: not an error of the server
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             finally:
                 self._bridges.discard(task)
 
