@@ -31,7 +31,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.follow import FileFollower
@@ -45,6 +45,9 @@ from cvs_tui.core.runner.launcher import (
 )
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.transport import CommandResult, CommandTimeout
+
+if TYPE_CHECKING:
+    from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher
 
 _GRANTED = re.compile(r"(?:Pending|Granted) job allocation (\d+)")
 _NO_NODE_FLAGS = ("--no-shell", "--jobid", "-j")
@@ -641,12 +644,18 @@ class SlurmLauncher:
         return problems
 
 
-def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher:
-    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target)."""
+def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher | SlurmDockerLauncher:
+    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target):
+    ranks in the job step (runtime host), or in Docker containers on the nodes (runtime docker)."""
     sl = plan.slurm
     if sl is None or sl.job_id is None:
         raise UserError("launcher slurm: the plan has no Slurm allocation; plan it with --slurm")
     client = options.slurm_client or SlurmClient()
+    alloc = Allocation(sl.job_id, list(sl.nodes), owned=sl.owned)
+    if plan.container_runtime == "docker":
+        from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher  # imports aiodocker
+
+        return SlurmDockerLauncher(plan, options, alloc, client)
     return SlurmLauncher(
         plan=plan,
         run_dir=Path(plan.out_dir).resolve(),
@@ -654,5 +663,5 @@ def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher:
         env=dict(client.env) if client.env is not None else dict(os.environ),
         command_timeout_s=options.command_timeout_s,
         grace_s=options.slurm_grace_s,
-        alloc=Allocation(sl.job_id, list(sl.nodes), owned=sl.owned),
+        alloc=alloc,
     )
