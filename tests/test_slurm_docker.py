@@ -363,3 +363,17 @@ def test_ctrl_c_leaves_no_container_no_job_and_no_task(tmp_path: Path) -> None:
 
 def _steps(path: Path) -> int:
     return path.read_bytes().count(b"completed step:") if path.exists() else 0
+
+
+def test_a_node_without_the_docker_socket_fails_preflight_naming_it(tmp_path: Path) -> None:
+    s = _docker_setup(tmp_path)
+    missing = str(tmp_path / "no-docker.sock")
+    s.config.write_text(s.config.read_text().replace(infra().remote_docker_sock, missing))
+    p = _run_cli(s, "--slurm-args", "-N 2 --oversubscribe -J cvs-sd-nosock")
+    assert p.returncode == 1, p.stdout + p.stderr
+    pre = s.stage("preflight")
+    assert pre["state"] == "failed"
+    for node in ("node1", "node2"):
+        assert f"no unix socket at {missing} on {node}" in pre["detail"], pre["detail"]
+    assert "Traceback" not in p.stdout + p.stderr
+    _nothing_left(s)
