@@ -198,7 +198,13 @@ async def test_forwarding_a_missing_socket_says_why(alloc: Allocation, tmp_path:
 
 
 def test_bridge_commands_quote_the_path() -> None:
-    assert bridge_argv("socat", "/var/run/docker.sock") == ["socat", "-", "UNIX-CONNECT:/var/run/docker.sock"]
+    assert bridge_argv("socat", "/var/run/docker.sock") == [
+        "socat",
+        "-t",
+        "0.05",
+        "-",
+        "UNIX-CONNECT:/var/run/docker.sock",
+    ]
     assert bridge_argv("python3", "/a b")[-1] == "/a b"
     # socat parses its address itself: a path with , or : goes to python3 only
     assert "socat" not in probe_command("/x,y:z.sock", "auto").split("printf 'neither")[0]

@@ -86,7 +86,10 @@ _SOCAT_SAFE = re.compile(r"[A-Za-z0-9_./-]+")
 def bridge_argv(tool: Literal["socat", "python3"], remote_path: str) -> list[str]:
     """The side step's command that joins its stdin/stdout to the unix socket ``remote_path``."""
     if tool == "socat":
-        return ["socat", "-", f"UNIX-CONNECT:{remote_path}"]
+        # After one side's EOF socat lingers -t s (0.5 by default) and srun's stdout ends only when socat
+        # exits: the daemon closing a connection (the end of a docker exec) must end the step at once.
+        # The client never half-closes (aiohttp), so no response is cut short.
+        return ["socat", "-t", "0.05", "-", f"UNIX-CONNECT:{remote_path}"]
     return ["python3", "-c", BRIDGE_PY, remote_path]
 
 
