@@ -383,3 +383,20 @@ def test_a_node_without_the_docker_socket_fails_preflight_naming_it(tmp_path: Pa
         assert f"no unix socket at {missing} on {node}" in pre["detail"], pre["detail"]
     assert "Traceback" not in p.stdout + p.stderr
     _nothing_left(s)
+
+
+def test_inside_an_allocation_its_nodes_are_used_and_it_stays(alloc: Allocation, tmp_path: Path) -> None:
+    """cvs-tui under salloc/sbatch (SLURM_JOB_ID set): no allocation requested, none released."""
+    s = _docker_setup(tmp_path)
+    env = {**cli_env(), "SLURM_JOB_ID": alloc.job_id, "SLURM_JOB_NODELIST": ",".join(alloc.nodes)}
+    argv = cli_argv(str(s.config), "--slurm", "--no-ui", "--out", str(s.out))
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    sl = s.plan()["slurm"]
+    assert (sl["job_id"], sl["owned"], sl["nodes"]) == (alloc.job_id, False, alloc.nodes)
+    assert s.run_record()["status"] == "PASS"
+    assert [j for j in squeue_jobs() if j.split()[0] == alloc.job_id], "the allocation was released"
+    assert not [x for x in _steps_of(alloc) if "cvs-side" in x], _steps_of(alloc)
+    assert containers_of(s.plan()["run_id"]) == []
+    assert processes_with(s.marker()) == []
+    assert pids_matching(f"srun --jobid {alloc.job_id} ") == []
