@@ -46,7 +46,7 @@ from cvs_tui.core.runner import slurm_target as st
 from cvs_tui.core.runner.slurm import Allocation, release_allocation, request_allocation
 from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher
 from cvs_tui.core.runner.slurm_transport import Bridge, SlurmTransport, bridge_argv, probe_command
-from cvs_tui.core.runner.transport import CommandTimeout, TransportError
+from cvs_tui.core.runner.transport import CommandError, CommandTimeout, TransportError
 from tests._runner_infra import infra
 from tests._slurm_infra import needs_slurm, pids_matching, slurm
 
@@ -124,6 +124,15 @@ async def test_stream_and_a_long_process_stopped_through_scancel(alloc: Allocati
     try:
         chunks = [c async for c in t.stream("for i in 1 2 3; do echo line$i; sleep 0.1; done")]
         assert b"".join(chunks) == b"line1\nline2\nline3\n"
+        with pytest.raises(CommandError, match=r"exited 3: bad$"):  # srun's own status line left out
+            async for _ in t.stream("echo x; echo bad >&2; exit 3"):
+                pass
+        # much more stderr than a pipe holds does not stall the stream
+        noisy = await t.start_process("head -c 300000 /dev/zero >&2; echo done")
+        assert await asyncio.wait_for(noisy.read(), 30) == b"done\n"
+        assert await noisy.wait(30) == 0
+        assert len(await noisy.read_stderr()) == 65536
+        await noisy.close()
         proc = await t.start_process(f"echo started; exec -a {marker} sleep 300")
         assert await proc.read() == b"started\n"
         assert processes_with(marker)

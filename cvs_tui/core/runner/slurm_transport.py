@@ -131,14 +131,25 @@ class _SideProcess:
         self._proc = proc
         self._name = name
         self._cmd = cmd
+        # drained all along (only the end kept): a full stderr pipe would stall srun, and the stream with it
+        self._err = bytearray()
+        self._err_task = asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        while data := await self._proc.stderr.read(_CHUNK):
+            self._err += data
+            del self._err[:-_CHUNK]
 
     async def read(self, n: int = _CHUNK) -> bytes:
         assert self._proc.stdout is not None
         return await self._proc.stdout.read(n)
 
     async def read_stderr(self) -> bytes:
-        assert self._proc.stderr is not None
-        return await self._proc.stderr.read()
+        """The end of stderr (its last 64 KiB), once srun closed it."""
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._err_task)
+        return _without_srun_status(bytes(self._err), self._t.node)
 
     async def wait(self, timeout: float | None = None) -> int:
         try:
@@ -158,6 +169,9 @@ class _SideProcess:
 
     async def close(self) -> None:
         await asyncio.shield(self._t._end(self._name, self._proc))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._err_task), 5)
+        self._err_task.cancel()
 
 
 class SlurmTransport:
