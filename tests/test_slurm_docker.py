@@ -154,7 +154,9 @@ async def test_docker_api_through_the_forwarded_socket(alloc: Allocation, bridge
     if bridge == "socat" and not _have_socat():
         pytest.skip("socat is not installed on the nodes (this machine)")
     t = _transport(alloc, bridge=bridge)
-    local = await t.forward_unix_socket(infra().remote_docker_sock)
+    sock = infra().remote_docker_sock
+    local, again = await asyncio.gather(t.forward_unix_socket(sock), t.forward_unix_socket(sock))
+    assert again == local  # asked twice at once: one server
     assert stat.S_IMODE(os.stat(os.path.dirname(local)).st_mode) == 0o700
     assert await t.forward_unix_socket(infra().remote_docker_sock) == local  # one socket per path
     d = aiodocker.Docker(url=f"unix://{local}")

@@ -200,6 +200,7 @@ class SlurmTransport:
         self._cancels: set[asyncio.Future[bool]] = set()  # terminate(): scancel in the background
         self._servers: dict[str, tuple[asyncio.Server, str]] = {}  # remote path -> (server, local path)
         self._forward_dir: str | None = None
+        self._forward_lock = asyncio.Lock()
         self._closed = False
 
     # -- the Transport surface ---------------------------------------------------------------------------
@@ -274,8 +275,12 @@ class SlurmTransport:
 
     async def forward_unix_socket(self, remote_path: str) -> str:
         """A private local socket path; each connection to it is bridged to ``remote_path`` on the node."""
-        if remote_path in self._servers:
+        async with self._forward_lock:  # one server per path, also when asked twice at once
+            if remote_path not in self._servers:
+                self._servers[remote_path] = await self._serve(remote_path)
             return self._servers[remote_path][1]
+
+    async def _serve(self, remote_path: str) -> tuple[asyncio.Server, str]:
         r = await self.run(probe_command(remote_path, self.bridge), self.connect_timeout)
         tool = r.out.strip().splitlines()[-1] if r.out.strip() else ""
         if r.rc != 0 or tool not in ("socat", "python3"):
@@ -299,8 +304,7 @@ class SlurmTransport:
 
         server = await asyncio.start_unix_server(accepted, path=local)
         os.chmod(local, 0o600)
-        self._servers[remote_path] = (server, local)
-        return local
+        return server, local
 
     async def close(self) -> None:
         """Stop accepting, cancel every side step still running, remove the local sockets."""
@@ -368,7 +372,11 @@ class SlurmTransport:
         self, argv: list[str], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """One accepted connection <-> one side step running the bridge on the node."""
-        name, proc = await self._spawn(argv, stdin=True)
+        try:
+            name, proc = await self._spawn(argv, stdin=True)
+        except BaseException:
+            writer.close()
+            raise
         assert proc.stdin is not None and proc.stdout is not None
         stdin, stdout = proc.stdin, proc.stdout
 
