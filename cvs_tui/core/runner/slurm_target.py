@@ -132,29 +132,28 @@ def slurm_plan(plan: Plan, alloc: Allocation | None, salloc_args: Sequence[str] 
         owned=alloc.owned if alloc else salloc_args is not None,
     )
     where = f"job {sl.job_id}" if sl.job_id else "the requested allocation"
-    release = "; release the allocation (scancel)" if sl.owned else "; the allocation stays"
-    rows = (
-        _docker_rows(plan, sl.job_id, where, release)
-        if plan.container_runtime == "docker"
-        else {
-            "preflight": PlannedStage(
-                name="preflight",
-                enabled=True,
-                reason=f"reach {len(plan.nodes)} node(s) in {where} through `srun --overlap` (no SSH); "
-                "check every node sees the run folder",
-            ),
-            "launch_container": PlannedStage(
-                name="launch_container",
-                enabled=False,
-                reason="runtime host under Slurm: no container, each rank runs in the run's job step",
-            ),
-            "teardown": PlannedStage(
-                name="teardown",
-                enabled=True,
-                reason=f"end the job steps in {where}{release}",
-            ),
-        }
-    )
+    rows = {
+        "preflight": PlannedStage(
+            name="preflight",
+            enabled=True,
+            reason=f"reach {len(plan.nodes)} node(s) in {where} through `srun --overlap` (no SSH); "
+            "check every node sees the run folder",
+        ),
+        "launch_container": PlannedStage(
+            name="launch_container",
+            enabled=False,
+            reason="runtime host under Slurm: no container, each rank runs in the run's job step",
+        ),
+        "teardown": PlannedStage(
+            name="teardown",
+            enabled=True,
+            reason=f"end the job steps in {where}"
+            + ("; release the allocation (scancel)" if sl.owned else "; the allocation stays"),
+        ),
+    }
+    if plan.container_runtime == "docker":
+        release = "; release the allocation (scancel)" if sl.owned else "; the allocation stays"
+        rows = _docker_rows(plan, sl.job_id, where, release)
     stages = [
         s if plan.preflight_errors and s.name == "preflight" else rows.get(s.name, s) for s in plan.stages
     ]
