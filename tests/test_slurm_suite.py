@@ -14,7 +14,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from _slurm_suite import (
     SlurmSetup,
     fast_options,
@@ -181,14 +180,3 @@ def test_self_requested_allocation_is_released_on_failure(tmp_path: Path) -> Non
     assert s.run_record()["outcome"] == "failed"
     assert not [j for j in squeue_jobs() if "cvs-suite-release" in j], squeue_jobs()
     _nothing_left(s)
-
-
-@pytest.mark.parametrize("runtime", ["docker"])
-def test_docker_runtime_under_slurm_is_a_one_line_error(tmp_path: Path, runtime: str) -> None:
-    s = make_setup(tmp_path)
-    cfg = s.config.read_text().replace('"name": "host"', f'"name": "{runtime}"')
-    s.config.write_text(cfg)
-    p = run_cli(s, "--slurm-args", "-N 2 -J cvs-suite-docker")
-    assert p.returncode == 2, p.stdout + p.stderr
-    assert "not supported with --slurm" in p.stderr and "Traceback" not in p.stderr
-    assert not [j for j in squeue_jobs() if "cvs-suite-docker" in j], squeue_jobs()

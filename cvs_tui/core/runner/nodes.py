@@ -177,18 +177,7 @@ class NodeLauncher:
     async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Connect every node; unless something is wrong already, check image, folders, free space."""
         plan = self.plan
-        self.transports = [
-            transport_for(
-                n,
-                user=plan.user,
-                known_hosts=plan.known_hosts,
-                verify_host_keys=plan.verify_host_keys,
-                connect_timeout=self.opt.connect_timeout_s,
-                env_vars=plan.cluster_env,
-                password=plan.ssh_password.get_secret_value() if plan.ssh_password else None,
-            )
-            for n in plan.nodes
-        ]
+        self.transports = self._make_transports()
         errors = await connect_all(self.transports, timeout=self.opt.connect_timeout_s)
         problems = [
             f"node {n.rank} ({n.host}) unreachable: {err}"
@@ -207,6 +196,22 @@ class NodeLauncher:
         if not problems:
             problems = await self._shared_daemons()
         return problems
+
+    def _make_transports(self) -> list[Transport]:
+        """One transport per node, rank order: SSH, or local for local hosts (the Slurm launcher: srun)."""
+        plan = self.plan
+        return [
+            transport_for(
+                n,
+                user=plan.user,
+                known_hosts=plan.known_hosts,
+                verify_host_keys=plan.verify_host_keys,
+                connect_timeout=self.opt.connect_timeout_s,
+                env_vars=plan.cluster_env,
+                password=plan.ssh_password.get_secret_value() if plan.ssh_password else None,
+            )
+            for n in plan.nodes
+        ]
 
     def _docker_socket(self) -> str | None:
         """``container.runtime.args.docker_socket``: the Docker socket on every node (else the default)."""

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.follow import FileFollower
@@ -47,6 +47,9 @@ from cvs_tui.core.runner.launcher import (
 )
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.transport import CommandResult, CommandTimeout
+
+if TYPE_CHECKING:
+    from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher
 
 _GRANTED = re.compile(r"(?:Pending|Granted) job allocation (\d+)")
 _NO_NODE_FLAGS = ("--no-shell", "--jobid", "-j")
@@ -66,11 +69,13 @@ class SlurmClient:
     def argv(self, args: Sequence[str]) -> list[str]:
         return [*self.prefix, *args]
 
-    async def spawn(self, args: Sequence[str], *, stderr_pipe: bool = True) -> asyncio.subprocess.Process:
+    async def spawn(
+        self, args: Sequence[str], *, stderr_pipe: bool = True, stdin_pipe: bool = False
+    ) -> asyncio.subprocess.Process:
         # Own session: a Ctrl-C in the terminal must not reach srun (it would kill the step's tasks).
         return await asyncio.create_subprocess_exec(
             *self.argv(args),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if stdin_pipe else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if stderr_pipe else asyncio.subprocess.DEVNULL,
             env=dict(self.env) if self.env is not None else None,
@@ -362,17 +367,17 @@ class SlurmStep:
         return True
 
 
-async def side_command(
-    client: SlurmClient, alloc: Allocation, node: str, cmd: str, timeout: float
-) -> CommandResult:
-    """``cmd`` (a shell line) on ``node`` inside the allocation, next to a running step (``--overlap``).
+def side_argv(
+    job_id: str, node: str, name: str, argv: Sequence[str], *, unbuffered: bool = False
+) -> list[str]:
+    """srun arguments for one side step ``name`` running ``argv`` on ``node`` next to a running step.
 
-    On timeout the side step is cancelled through scancel and CommandTimeout is raised."""
-    name = f"cvs-side-{uuid.uuid4().hex[:8]}"
-    args = [
+    ``unbuffered`` (``-u``): output reaches srun as the task writes it, not line by line (binary streams);
+    never together with ``-l``, which then adds empty labelled lines."""
+    return [
         "srun",
         "--jobid",
-        alloc.job_id,
+        job_id,
         "--overlap",
         "-w",
         node,
@@ -381,24 +386,80 @@ async def side_command(
         "-J",
         name,
         "--quiet",
-        "bash",
-        "-c",
-        cmd,
+        *(["-u"] if unbuffered else []),
+        *argv,
     ]
-    proc = await client.spawn(args)
+
+
+def side_step_name() -> str:
+    return f"cvs-side-{uuid.uuid4().hex[:8]}"
+
+
+async def cancel_named_step(client: SlurmClient, job_id: str, name: str, *, wait_s: float = 0.0) -> bool:
+    """scancel the job's step named ``name`` (waiting up to ``wait_s`` for squeue to list it); found it."""
+    end = time.monotonic() + wait_s
+    while True:
+        sids = [sid for sid, n in (await client.steps(job_id)).items() if n == name]
+        for sid in sids:
+            await client.run(["scancel", sid])
+        if sids or time.monotonic() >= end:
+            return bool(sids)
+        await asyncio.sleep(0.1)
+
+
+async def side_run(
+    client: SlurmClient,
+    job_id: str,
+    node: str,
+    argv: Sequence[str],
+    timeout: float | None,
+    *,
+    input: bytes | None = None,
+    unbuffered: bool = False,
+    what: str | None = None,
+) -> tuple[int, bytes, bytes]:
+    """``argv`` as one side step on ``node``: (exit status, stdout, stderr) as bytes; ``input`` is its stdin.
+
+    On timeout (or cancellation) the side step is cancelled through scancel (srun is not signalled while
+    the step may run) and CommandTimeout is raised."""
+    name = side_step_name()
+    args = side_argv(job_id, node, name, argv, unbuffered=unbuffered)
+    proc = await client.spawn(args, stdin_pipe=input is not None)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        for sid, n in (await client.steps(alloc.job_id)).items():
-            if n == name:
-                await client.run(["scancel", sid])
+        out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+    except BaseException as exc:
+        await asyncio.shield(end_side_step(client, job_id, name, proc))
+        if isinstance(exc, TimeoutError):
+            shown = (what or shlex.join(argv))[:80]
+            raise CommandTimeout(f"{node}: `{shown}` timed out after {timeout} s") from None
+        raise
+    return (proc.returncode if proc.returncode is not None else -1), out, err
+
+
+async def end_side_step(
+    client: SlurmClient, job_id: str, name: str, proc: asyncio.subprocess.Process
+) -> None:
+    """End side step ``name`` that ``proc`` (its srun) runs: scancel it, wait for srun, and kill srun only
+    once no step of that name is left (srun turns a signal into SIGKILL for the task)."""
+    for _ in range(3):
+        if proc.returncode is not None:
+            return
+        await cancel_named_step(client, job_id, name, wait_s=2.0)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), 10)
-        if proc.returncode is None:
+    if proc.returncode is None and not await cancel_named_step(client, job_id, name):
+        with contextlib.suppress(ProcessLookupError):
             proc.kill()
-            await proc.wait()
-        raise CommandTimeout(f"{node}: `{cmd[:80]}` timed out after {timeout} s") from None
-    rc = proc.returncode if proc.returncode is not None else -1
+        await proc.wait()
+
+
+async def side_command(
+    client: SlurmClient, alloc: Allocation, node: str, cmd: str, timeout: float
+) -> CommandResult:
+    """``cmd`` (a shell line) on ``node`` inside the allocation, next to a running step (``--overlap``).
+
+    On timeout the side step is cancelled through scancel and CommandTimeout is raised."""
+    rc, out, err = await side_run(client, alloc.job_id, node, ["bash", "-c", cmd], timeout, what=cmd)
     return CommandResult(rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
@@ -645,12 +706,18 @@ class SlurmLauncher:
         return problems
 
 
-def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher:
-    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target)."""
+def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher | SlurmDockerLauncher:
+    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target):
+    ranks in the job step (runtime host), or in Docker containers on the nodes (runtime docker)."""
     sl = plan.slurm
     if sl is None or sl.job_id is None:
         raise UserError("launcher slurm: the plan has no Slurm allocation; plan it with --slurm")
     client = options.slurm_client or SlurmClient()
+    alloc = Allocation(sl.job_id, list(sl.nodes), owned=sl.owned)
+    if plan.container_runtime == "docker":
+        from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher  # imports aiodocker
+
+        return SlurmDockerLauncher(plan, options, alloc, client)
     return SlurmLauncher(
         plan=plan,
         run_dir=Path(plan.out_dir).resolve(),
@@ -658,5 +725,5 @@ def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher:
         env=dict(client.env) if client.env is not None else dict(os.environ),
         command_timeout_s=options.command_timeout_s,
         grace_s=options.slurm_grace_s,
-        alloc=Allocation(sl.job_id, list(sl.nodes), owned=sl.owned),
+        alloc=alloc,
     )

@@ -6,9 +6,10 @@ Inside an allocation (``SLURM_JOB_ID``) the plan's nodes are its nodes in Slurm'
 requests the allocation before it plans (the coordinator's address is only known then) and releases it
 at the end, also on failure and Ctrl-C (:func:`release_owned`).
 
-Containers: the ``host`` runtime is the first target (the trainer runs in the job step). A Docker
-runtime under Slurm is refused with a one-line error for now; pyxis/enroot is not available here (see
-docs/config-format.md, "Containers under Slurm", for the proposed config shape).
+Containers: with the ``host`` runtime the trainer runs in the job step; with ``docker`` it runs in a
+container on each node, as over SSH, every node reached through ``srun --overlap`` side steps and its
+Docker socket through a side step that bridges it (:mod:`.slurm_docker`). pyxis/enroot is not available
+here (see docs/config-format.md, "Containers under Slurm", for the proposed config shape).
 """
 
 from __future__ import annotations
@@ -119,10 +120,10 @@ def pending_cluster(n: int, user: str | None = None) -> Cluster:
 
 def slurm_plan(plan: Plan, alloc: Allocation | None, salloc_args: Sequence[str] | None) -> Plan:
     """``plan`` run through Slurm: launcher, allocation, and stage rows that say what applies."""
-    if plan.container_runtime != "host":
+    if plan.container_runtime not in ("host", "docker"):
         raise UserError(
             f"{plan.config_path}: container.runtime.name {plan.container_runtime!r} is not supported with "
-            '--slurm yet; use {"name": "host"} (the trainer runs in the job step)'
+            '--slurm; use {"name": "host"} (the trainer runs in the job step) or {"name": "docker"}'
         )
     sl = PlannedSlurm(
         job_id=alloc.job_id if alloc else None,
@@ -150,10 +151,41 @@ def slurm_plan(plan: Plan, alloc: Allocation | None, salloc_args: Sequence[str] 
             + ("; release the allocation (scancel)" if sl.owned else "; the allocation stays"),
         ),
     }
+    if plan.container_runtime == "docker":
+        release = "; release the allocation (scancel)" if sl.owned else "; the allocation stays"
+        rows = _docker_rows(plan, sl.job_id, where, release)
     stages = [
         s if plan.preflight_errors and s.name == "preflight" else rows.get(s.name, s) for s in plan.stages
     ]
     return plan.model_copy(update={"launcher": "slurm", "slurm": sl, "stages": stages})
+
+
+def _docker_rows(plan: Plan, job_id: str | None, where: str, release: str) -> dict[str, PlannedStage]:
+    """Stage rows for Docker on the Slurm nodes: every node and its Docker API through side steps."""
+    # the key nodes.DOCKER_SOCKET_ARG and containers.DEFAULT_DOCKER_SOCKET (not imported: aiodocker)
+    sock = str(plan.container_args.get("docker_socket") or "/var/run/docker.sock")
+    side = f"`srun --jobid {job_id or 'JOB'} --overlap -w NODE` side commands"
+    via = f"Docker API at {sock} on each node through a side step bridging it (socat, else python3)"
+    rows = {
+        "preflight": PlannedStage(
+            name="preflight",
+            enabled=True,
+            reason=f"reach {len(plan.nodes)} node(s) in {where} through srun side commands (no SSH); "
+            f"{via}; image, folders and free space on every node",
+        ),
+        "teardown": PlannedStage(
+            name="teardown",
+            enabled=True,
+            reason=f"stop the trainers and remove the containers ({plan.container_lifetime}) through "
+            f"srun side commands, end every side step{release}",
+        ),
+    }
+    base = next((s for s in plan.stages if s.name == "launch_container"), None)
+    if base is not None and base.enabled:
+        rows["launch_container"] = base.model_copy(
+            update={"reason": f"{base.reason}; the Docker API reached through {side}"}
+        )
+    return rows
 
 
 async def release_owned(plan: Plan, client: SlurmClient) -> list[str]:
