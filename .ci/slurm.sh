@@ -31,9 +31,9 @@ all_up() {
   [ -e "/run/netns/$NSNAME" ] && [ -s "$R/env" ] && SLURM_CONF=$CONF $NS sinfo -h >/dev/null 2>&1
 }
 
-install_packages() {
+install_packages() { # socat: the Docker-on-Slurm bridge's first choice (tests/test_slurm_docker.py)
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v srun >/dev/null &&
-    command -v munged >/dev/null && return 0
+    command -v munged >/dev/null && command -v socat >/dev/null && return 0
   # policy-rc.d keeps the packages' postinst from starting system-wide daemons.
   local made=""
   [ -e /usr/sbin/policy-rc.d ] || {
@@ -44,7 +44,7 @@ install_packages() {
   # DPkg::Lock::Timeout: wait for another apt/dpkg on the machine instead of failing
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-    --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+    --no-install-recommends slurmctld slurmd slurm-client munge socat >/dev/null
   [ -z "$made" ] || rm -f /usr/sbin/policy-rc.d
 }
 
