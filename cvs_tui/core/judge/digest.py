@@ -1,0 +1,326 @@
+"""Judging a run from per-node digests, so that the process judging a big run never holds every step of
+every node (``cvs-tui analyze`` of long multi-node runs).
+
+:func:`digest_node` runs where a node log is parsed (a worker process, one node per task): it computes
+everything that needs only that node's steps (its steady-state window, stalls, line clock, record with
+errors and their context, loss metrics as if it were the reference node, its own step-time figures)
+and writes the few figures of its window steps that the cross-node metrics need to an ``.npz`` file.
+What it returns is small: its events without the step lines, its record with bounded series
+(:mod:`cvs_tui.core.judge.series`) and those figures.
+
+:func:`finalize_digests` combines the digests, reading one node's arrays at a time, into the same
+RunRecord :func:`~cvs_tui.core.judge.finalize.finalize_run` makes from every event: the same sections of
+:mod:`cvs_tui.core.judge.metrics` compute the metrics, and the sums run in the same order, so every
+metric and verdict is the same number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
+from cvs_tui.core.judge.finalize import log_clock, run_context, run_record, run_verdicts
+from cvs_tui.core.judge.goodput import stall_section
+from cvs_tui.core.judge.loss import convergence_section, eval_section, loss_curve_section, loss_section
+from cvs_tui.core.judge.metrics import (
+    MetricsOutcome,
+    NodeStats,
+    RunContext,
+    RunInputs,
+    Sheet,
+    checkpoint_io,
+    per_step_events,
+    percentile,
+    perf_inconclusive,
+    put_perf,
+    run_devices,
+    scaling_and_mfu,
+    tflops_per_device,
+    tokens_per_device,
+    window_status,
+    with_lag,
+)
+from cvs_tui.core.judge.outcome import decide_outcome
+from cvs_tui.core.judge.records import node_record
+from cvs_tui.core.judge.series import SERIES_CAP, series_note
+from cvs_tui.core.judge.window import NodeWindow, node_window
+from cvs_tui.core.plan import PlannedRun
+from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# the loss metrics a node computes as if it were the reference node (the first node with train steps)
+LOSS_METRICS = (
+    "training.final_loss",
+    "training.loss_decreased",
+    "training.eval_loss",
+    "training.steps_to_target",
+    "training.time_to_target_seconds",
+    "training.loss_curve_slope",
+)
+
+
+@dataclass(slots=True)
+class NodeDigest:
+    """What the judge needs of one node log, in a size that does not grow with its step count beyond
+    the bounded series and the window excluded-step reasons."""
+
+    rank: int
+    record: NodeRecord  # the rates, lag and straggler flag are filled in by finalize_digests
+    errors: list[ErrorRecord]
+    events: list[LogEvent]  # every event but step lines, plus the ones outcome and environment read
+    window: NodeWindow  # steps left out (they are in ``arrays``); excluded and stalls kept
+    stats: NodeStats  # tokens and TFLOP/s are filled in by finalize_digests (they need every node)
+    window_seconds: float  # the node's own window: the sum of its steps' seconds
+    loss_metrics: dict[str, MetricValue]
+    curve_points: list[tuple[int, float]]
+    arrays: Path  # .npz: the node's window steps and their seconds, tokens and FLOPs
+    step_records: int  # every step line the node logged
+    window_len: int
+    thinned: bool  # its series in ``record`` were bounded
+
+
+def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
+    """The events without their step lines, but for the first step line naming its source (the
+    environment reads it) and the first one of the highest step (the outcome reads it), in log order."""
+    sourced: int | None = None
+    top: int | None = None
+    top_step = 0
+    for i, e in enumerate(events):
+        if isinstance(e, StepEvent):
+            if sourced is None and e.source:
+                sourced = i
+            if top is None or e.step > top_step:
+                top, top_step = i, e.step
+    return [e for i, e in enumerate(events) if not isinstance(e, StepEvent) or i in (sourced, top)]
+
+
+def _save_arrays(path: Path, steps: list[StepEvent], seconds: list[float]) -> None:
+    """The window steps' figures: for each, its seconds (``or 0.0``, as the metrics read them) and the
+    parts of its tokens and FLOPs that do not depend on the other nodes (see tokens_per_device)."""
+    import numpy as np
+
+    n = len(steps)
+    tok = [tokens_per_device(e, None) for e in steps]  # per-device rate x seconds, when logged
+    fl = [tflops_per_device(e, None) for e in steps]
+    np.savez(
+        path,
+        steps=np.fromiter((e.step for e in steps), dtype=np.int64, count=n),
+        sec=np.asarray(seconds, dtype=np.float64),
+        tok=np.asarray([math.nan if x is None else x for x in tok], dtype=np.float64),
+        tok_ok=np.asarray([x is not None for x in tok], dtype=bool),
+        tw=np.asarray([math.nan if e.total_weights is None else e.total_weights for e in steps], np.float64),
+        tw_ok=np.asarray([e.total_weights is not None for e in steps], dtype=bool),
+        fl=np.asarray([math.nan if x is None else x for x in fl], dtype=np.float64),
+        fl_ok=np.asarray([x is not None for x in fl], dtype=bool),
+    )
+
+
+def digest_node(
+    rank: int,
+    events: Sequence[LogEvent],
+    lines: int,
+    *,
+    ctx: RunContext,
+    log_path: Path | None,
+    host: str,
+    arrays: Path,
+    series_cap: int = SERIES_CAP,
+) -> NodeDigest:
+    """One node's digest (see the module docstring); ``arrays``: where its window figures go."""
+    win = node_window(events, log_clock(log_path))
+    ps = per_step_events(events)
+    own = RunInputs(
+        node_events=[events],
+        ctx=ctx,
+        windows=[win],
+        per_step=[ps],
+        with_steps=[0] if ps else [],
+        num_nodes=1,
+        devices_per_node=ctx.gpus_per_node,
+        total_devices=ctx.gpus_per_node,
+        global_devices=ctx.gpus_per_node,
+        tflops_per_step=None,
+    )
+    sheet = Sheet()
+    losses = loss_section(own, sheet)
+    convergence_section(own, losses, eval_section(own, sheet), sheet)
+    curve = loss_curve_section(own, losses, sheet)
+    # the node's own window figures, as metrics._node_stats computes them
+    w = [s for s in win.steps if s in ps]
+    secs = [ps[s].seconds or 0.0 for s in w]
+    t = sum(secs)
+    ok = bool(w) and t > 0
+    stats = NodeStats(
+        rank=rank,
+        steps_logged=len(ps),
+        last_step=max(ps) if ps else None,
+        window_steps=len(w),
+        step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
+        step_time_mean_ms=1000.0 * t / len(w) if ok else None,
+        tokens_per_sec_per_device=None,
+        tflops_per_sec_per_device=None,
+    )
+    _save_arrays(arrays, [ps[s] for s in w], secs)
+    record, errors = node_record(rank, events, win, stats, host, log_path, None, lines, series_cap)
+    step_records = sum(1 for e in events if isinstance(e, StepEvent))
+    stalls = win.stalls
+    kept = NodeWindow(
+        steps=[],
+        excluded=win.excluded,
+        stalls=dataclasses.replace(stalls, steady_steps=()) if stalls is not None else None,
+    )
+    return NodeDigest(
+        rank=rank,
+        record=record,
+        errors=errors,
+        events=slim_events(events),
+        window=kept,
+        stats=stats,
+        window_seconds=t,
+        loss_metrics={k: sheet.m[k] for k in LOSS_METRICS if k in sheet.m},
+        curve_points=curve,
+        arrays=arrays,
+        step_records=step_records,
+        window_len=len(win.steps),
+        thinned=step_records > series_cap or len(win.steps) > series_cap,
+    )
+
+
+def _load(path: Path) -> dict[str, npt.NDArray[np.generic]]:
+    import numpy as np
+
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
+    """``start`` plus each of ``xs`` in order, as a Python loop of ``+=`` adds them (add.accumulate is
+    sequential, unlike sum)."""
+    import numpy as np
+
+    if not len(xs):
+        return start
+    return float(np.add.accumulate(np.concatenate(([start], xs)))[-1])
+
+
+def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    """Judge one planned run from its nodes' digests (index = rank); the same RunRecord finalize_run
+    makes from every event, with each node's series bounded at the digests' cap."""
+    import numpy as np
+
+    n = len(digests)
+    ctx = run_context(run.judge, n)
+    sheet = Sheet()
+    slim = [d.events for d in digests]
+    num_nodes, per_node, total, global_devices, tflops_step = run_devices(slim, ctx, sheet)
+    inputs = RunInputs(
+        node_events=slim,
+        ctx=ctx,
+        windows=[d.window for d in digests],
+        per_step=[{} for _ in digests],
+        with_steps=[i for i, d in enumerate(digests) if d.stats.steps_logged],
+        num_nodes=num_nodes,
+        devices_per_node=per_node,
+        total_devices=total,
+        global_devices=global_devices,
+        tflops_per_step=tflops_step,
+    )
+    common: npt.NDArray[np.int64] | None = None
+    for i in inputs.with_steps:  # pass 1: the steps clean on every node
+        steps = _load(digests[i].arrays)["steps"]
+        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
+    window, wstatus, wreason = window_status(
+        [] if common is None else common.tolist(), inputs.with_steps, n, inputs.windows, sheet
+    )
+    perf = wstatus == "ok" and common is not None
+    slowest: npt.NDArray[np.float64] | None = None
+    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
+    stats: list[NodeStats] = []
+    for i, d in enumerate(digests):  # pass 2: the window's figures and each node's rates
+        a = _load(d.arrays)
+        tok_ok = a["tok_ok"] | (a["tw_ok"] & bool(global_devices))
+        tok = np.where(a["tok_ok"], a["tok"], a["tw"] / (global_devices or 1))
+        fl_ok = a["fl_ok"] | (tflops_step is not None)
+        fl = np.where(a["fl_ok"], a["fl"], math.nan if tflops_step is None else tflops_step)
+        ok = d.stats.step_time_mean_ms is not None
+        stats.append(
+            dataclasses.replace(
+                d.stats,
+                tokens_per_sec_per_device=sum(tok[tok_ok].tolist()) / d.window_seconds
+                if ok and tok_ok.all()
+                else None,
+                tflops_per_sec_per_device=sum(fl[fl_ok].tolist()) / d.window_seconds
+                if ok and fl_ok.all()
+                else None,
+            )
+        )
+        if not (perf and common is not None and i in inputs.with_steps):
+            continue
+        order = np.argsort(a["steps"], kind="stable")
+        pos = order[np.searchsorted(a["steps"], common, sorter=order)]
+        sec = a["sec"][pos]
+        # max() over the nodes in rank order: a later node wins only when strictly greater
+        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
+        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
+        flops_ok = flops_ok and bool(fl_ok[pos].all())
+        tokens = _seq_sum(tokens, tok[pos][tok_ok[pos]])
+        flops = _seq_sum(flops, fl[pos][fl_ok[pos]])
+    if perf and slowest is not None:
+        tok_total, tflops_gpu = put_perf(
+            slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None, inputs, sheet
+        )
+    else:
+        tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
+    stalls = stall_section(inputs, sheet)
+    scaling_and_mfu(inputs, tok_total, tflops_gpu, sheet)
+    ref = inputs.ref
+    if ref is not None:
+        sheet.m.update(digests[ref].loss_metrics)
+        curve = digests[ref].curve_points
+    else:
+        losses = loss_section(inputs, sheet)
+        convergence_section(inputs, losses, eval_section(inputs, sheet), sheet)
+        curve = loss_curve_section(inputs, losses, sheet)
+    checkpoint_io(inputs, sheet)
+    result = MetricsOutcome(
+        metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
+        node_windows=inputs.windows,
+        window_steps=window,
+        window_status=wstatus,
+        window_reason=wreason,
+        node_stats=with_lag(stats),
+        loss_curve_points=[(s, v) for s, v in curve if math.isfinite(v)],
+        devices_per_node=per_node,
+        notes=sheet.notes,
+        stalls=stalls,
+    )
+    thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
+    if thinned:
+        result.notes.append(series_note(thinned))
+    decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
+    verdicts = run_verdicts(run, result, decided[0])
+    nodes = [
+        d.record.model_copy(
+            update={
+                "tokens_per_sec_per_device": s.tokens_per_sec_per_device,
+                "tflops_per_sec_per_device": s.tflops_per_sec_per_device,
+                "lag_pct": s.lag_pct,
+                "straggler": s.straggler,
+            }
+        )
+        for d, s in zip(digests, result.node_stats, strict=True)
+    ]
+    errors = [e for d in digests for e in d.errors]
+    return run_record(run, result, decided, verdicts, nodes, errors, slim)
+
+
+__all__ = ["LOSS_METRICS", "NodeDigest", "digest_node", "finalize_digests", "slim_events"]
