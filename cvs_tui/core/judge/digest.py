@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
@@ -195,11 +195,34 @@ def digest_node(
     )
 
 
-def _load(path: Path) -> dict[str, npt.NDArray[np.generic]]:
+class _Figures(NamedTuple):
+    """A node's window steps (its own window order) and their figures, as _save_arrays wrote them."""
+
+    steps: npt.NDArray[np.int64]
+    sec: npt.NDArray[np.float64]
+    tok: npt.NDArray[np.float64]
+    tok_ok: npt.NDArray[np.bool_]
+    tw: npt.NDArray[np.float64]
+    tw_ok: npt.NDArray[np.bool_]
+    fl: npt.NDArray[np.float64]
+    fl_ok: npt.NDArray[np.bool_]
+
+
+def _load(path: Path) -> _Figures:
     import numpy as np
 
     with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+        f = np.float64
+        return _Figures(
+            z["steps"].astype(np.int64, copy=False),
+            z["sec"].astype(f, copy=False),
+            z["tok"].astype(f, copy=False),
+            z["tok_ok"].astype(np.bool_, copy=False),
+            z["tw"].astype(f, copy=False),
+            z["tw_ok"].astype(np.bool_, copy=False),
+            z["fl"].astype(f, copy=False),
+            z["fl_ok"].astype(np.bool_, copy=False),
+        )
 
 
 def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
@@ -236,7 +259,7 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     )
     common: npt.NDArray[np.int64] | None = None
     for i in inputs.with_steps:  # pass 1: the steps clean on every node
-        steps = _load(digests[i].arrays)["steps"]
+        steps = _load(digests[i].arrays).steps
         common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
     window, wstatus, wreason = window_status(
         [] if common is None else common.tolist(), inputs.with_steps, n, inputs.windows, sheet
@@ -247,10 +270,10 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     stats: list[NodeStats] = []
     for i, d in enumerate(digests):  # pass 2: the window's figures and each node's rates
         a = _load(d.arrays)
-        tok_ok = a["tok_ok"] | (a["tw_ok"] & bool(global_devices))
-        tok = np.where(a["tok_ok"], a["tok"], a["tw"] / (global_devices or 1))
-        fl_ok = a["fl_ok"] | (tflops_step is not None)
-        fl = np.where(a["fl_ok"], a["fl"], math.nan if tflops_step is None else tflops_step)
+        tok_ok = a.tok_ok | (a.tw_ok & bool(global_devices))
+        tok = np.where(a.tok_ok, a.tok, a.tw / (global_devices or 1))
+        fl_ok = a.fl_ok | (tflops_step is not None)
+        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
         ok = d.stats.step_time_mean_ms is not None
         stats.append(
             dataclasses.replace(
@@ -265,9 +288,9 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         )
         if not (perf and common is not None and i in inputs.with_steps):
             continue
-        order = np.argsort(a["steps"], kind="stable")
-        pos = order[np.searchsorted(a["steps"], common, sorter=order)]
-        sec = a["sec"][pos]
+        order = np.argsort(a.steps, kind="stable")
+        pos = order[np.searchsorted(a.steps, common, sorter=order)]
+        sec = a.sec[pos]
         # max() over the nodes in rank order: a later node wins only when strictly greater
         slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
         tokens_ok = tokens_ok and bool(tok_ok[pos].all())
