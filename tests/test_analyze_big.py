@@ -134,3 +134,29 @@ def test_the_pool_gives_the_same_record(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(offline, "POOL_MIN_BYTES", 0)
     pooled = offline.analyze_node_logs(run, logs, error_patterns=None, workers=2)
     assert pooled == here and pooled.nodes[1].steps_logged == 3_000
+
+
+def test_resume_verdicts_compare_every_step_when_the_series_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint-resume verdicts compare phase 2 with the reference run step by step: with the series
+    bounded (here at 4 entries, the fixtures are short) they still see every step."""
+    from _analysis_samples import write_config
+
+    from cvs_tui.core.config.loader import load_config
+    from cvs_tui.core.judge import digest
+
+    cfg = write_config(tmp_path, steps=12, runs=[KEY])
+    folder = tmp_path / "run-1"
+    for sub, src in [("CKPT_1", "ckpt_phase1"), ("CKPT_2", "ckpt_phase2"), ("CKPT_REF", "ckpt_reference")]:
+        (folder / "logs" / sub).mkdir(parents=True)
+        (folder / "logs" / sub / "node0.log").write_bytes((FIXTURES / f"{src}.log").read_bytes())
+    whole = offline.analyze_paths(load_config(cfg), [folder])
+    monkeypatch.setattr(digest, "SERIES_CAP", 4)
+    bounded = offline.analyze_paths(load_config(cfg), [folder])
+    p2_whole, p2_bounded = whole.runs[1], bounded.runs[1]
+    assert len(p2_bounded.nodes[0].steps) <= 4 < len(p2_whole.nodes[0].steps)
+    assert "bounded at 4 entries" in p2_bounded.notes[-1]
+    resume = [v for v in p2_whole.verdicts if v.metric.startswith("checkpoint.")]
+    assert len(resume) == 3 and "6..11" in resume[1].message
+    assert [v for v in p2_bounded.verdicts if v.metric.startswith("checkpoint.")] == resume

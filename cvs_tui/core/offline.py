@@ -126,10 +126,51 @@ def digest_log_file(
     ctx: RunContext,
     host: str,
     arrays: Path,
+    keep_losses: bool = False,
 ) -> NodeDigest:
     """Parse one node log and reduce it to its digest (what the judge needs of it, bounded in size)."""
     events, lines = parse_log_file(path, error_patterns)
-    return digest_node(rank, events, lines, ctx=ctx, log_path=path, host=host, arrays=arrays)
+    return digest_node(
+        rank, events, lines, ctx=ctx, log_path=path, host=host, arrays=arrays, keep_losses=keep_losses
+    )
+
+
+# the runs whose losses the checkpoint-resume verdicts compare step by step
+_RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
+
+def judge_node_logs(
+    run: PlannedRun,
+    node_logs: Sequence[Path],
+    *,
+    error_patterns: dict[str, str] | None,
+    hosts: Sequence[str] | None = None,
+    workers: int | None = None,
+) -> tuple[RunRecord, dict[int, float] | None]:
+    """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
+    digested on its own (in a worker process for big logs), so this process holds no node's steps; see
+    :mod:`cvs_tui.core.judge.digest`. Also returns, when the record's step series were bounded and the
+    run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume)."""
+    paths = [Path(p) for p in node_logs]
+    ctx = run_context(run.judge, len(paths))
+    keep = run.kind in _RESUME_KINDS
+    with tempfile.TemporaryDirectory(prefix="cvs-tui-analyze-") as tmp:
+        tasks = [
+            (
+                i,
+                p,
+                error_patterns,
+                ctx,
+                hosts[i] if hosts and i < len(hosts) else p.name,
+                Path(tmp) / f"{i}.npz",
+                keep,
+            )
+            for i, p in enumerate(paths)
+        ]
+        digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
+        record = finalize_digests(run, digests)
+    first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
+    return record, first.losses if first is not None else None
 
 
 def analyze_node_logs(
@@ -140,25 +181,8 @@ def analyze_node_logs(
     hosts: Sequence[str] | None = None,
     workers: int | None = None,
 ) -> RunRecord:
-    """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
-    digested on its own (in a worker process for big logs), so this process holds no node's steps; see
-    :mod:`cvs_tui.core.judge.digest`."""
-    paths = [Path(p) for p in node_logs]
-    ctx = run_context(run.judge, len(paths))
-    with tempfile.TemporaryDirectory(prefix="cvs-tui-analyze-") as tmp:
-        tasks = [
-            (
-                i,
-                p,
-                error_patterns,
-                ctx,
-                hosts[i] if hosts and i < len(hosts) else p.name,
-                Path(tmp) / f"{i}.npz",
-            )
-            for i, p in enumerate(paths)
-        ]
-        digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
-        return finalize_digests(run, digests)
+    """Judge a finished (or crashed) run from its node logs on disk, index = rank (see judge_node_logs)."""
+    return judge_node_logs(run, node_logs, error_patterns=error_patterns, hosts=hosts, workers=workers)[0]
 
 
 def _is_run_folder(ps: Sequence[Path]) -> bool:
@@ -292,17 +316,20 @@ def analyze_paths(
     hosts = _plan_hosts(paths)
     results = base_results(plan, source="analyze")
     runs: dict[str, RunRecord] = {}
+    losses: dict[str, dict[int, float]] = {}
     times: dict[str, tuple[float, float]] = {}
     for key, logs in inputs:
         t0 = time.time()
-        runs[key] = analyze_node_logs(
+        runs[key], exact = judge_node_logs(
             plan.run(key),
             logs,
             error_patterns=plan.error_patterns,
             hosts=hosts if hosts and len(hosts) == len(logs) else None,
         )
+        if exact is not None:
+            losses[key] = exact
         times[key] = (t0, time.time())
-    judge_checkpoint_resume(plan, runs)
+    judge_checkpoint_resume(plan, runs, losses)
     for key, rec in runs.items():
         fails = "; ".join(v.message for v in rec.verdicts if v.status == FAIL)
         results.stages.append(
@@ -324,6 +351,7 @@ __all__ = [
     "analyze_node_logs",
     "analyze_paths",
     "digest_log_file",
+    "judge_node_logs",
     "parse_log_file",
     "parse_node_logs",
     "plan_for",

@@ -86,6 +86,10 @@ class NodeDigest:
     step_records: int  # every step line the node logged
     window_len: int
     thinned: bool  # its series in ``record`` were bounded
+    series_cap: int
+    # the finite losses by step of every step record (the last of a step wins), as checkpoint.record_losses
+    # reads them from a whole series; only when the series was bounded and keep_losses was asked
+    losses: dict[int, float] | None = None
 
 
 def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
@@ -133,9 +137,13 @@ def digest_node(
     log_path: Path | None,
     host: str,
     arrays: Path,
-    series_cap: int = SERIES_CAP,
+    series_cap: int | None = None,
+    keep_losses: bool = False,
 ) -> NodeDigest:
-    """One node's digest (see the module docstring); ``arrays``: where its window figures go."""
+    """One node's digest (see the module docstring); ``arrays``: where its window figures go;
+    ``series_cap``: default SERIES_CAP. ``keep_losses``: keep every step's loss when the series is
+    bounded (the checkpoint-resume verdicts compare losses step by step)."""
+    cap = SERIES_CAP if series_cap is None else series_cap
     win = node_window(events, log_clock(log_path))
     ps = per_step_events(events)
     own = RunInputs(
@@ -170,13 +178,19 @@ def digest_node(
         tflops_per_sec_per_device=None,
     )
     _save_arrays(arrays, [ps[s] for s in w], secs)
-    record, errors = node_record(rank, events, win, stats, host, log_path, None, lines, series_cap)
+    record, errors = node_record(rank, events, win, stats, host, log_path, None, lines, cap)
     step_records = sum(1 for e in events if isinstance(e, StepEvent))
     stalls = win.stalls
     kept = NodeWindow(
         steps=[],
         excluded=win.excluded,
         stalls=dataclasses.replace(stalls, steady_steps=()) if stalls is not None else None,
+    )
+    thinned = step_records > cap or len(win.steps) > cap
+    exact_losses = (
+        {e.step: e.loss for e in events if isinstance(e, StepEvent) and math.isfinite(e.loss)}
+        if keep_losses and thinned
+        else None
     )
     return NodeDigest(
         rank=rank,
@@ -191,7 +205,9 @@ def digest_node(
         arrays=arrays,
         step_records=step_records,
         window_len=len(win.steps),
-        thinned=step_records > series_cap or len(win.steps) > series_cap,
+        thinned=thinned,
+        series_cap=cap,
+        losses=exact_losses,
     )
 
 
@@ -328,7 +344,7 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     )
     thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
     if thinned:
-        result.notes.append(series_note(thinned))
+        result.notes.append(series_note(thinned, digests[0].series_cap))
     decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
     verdicts = run_verdicts(run, result, decided[0])
     nodes = [

@@ -74,8 +74,9 @@ def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
     return sorted(keep)
 
 
-def series_note(thinned: Sequence[tuple[int, int, int]], cap: int = SERIES_CAP) -> str:
+def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None) -> str:
     """The run note for nodes whose series were bounded: (rank, step records, window steps) each."""
+    cap = SERIES_CAP if cap is None else cap
     nodes = ", ".join(f"node {r}: {n:,} step records, {w:,} window steps" for r, n, w in thinned[:8])
     more = f" and {len(thinned) - 8} more node(s)" if len(thinned) > 8 else ""
     return (
