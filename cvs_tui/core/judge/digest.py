@@ -41,8 +41,6 @@ from cvs_tui.core.judge.metrics import (
     put_perf,
     run_devices,
     scaling_and_mfu,
-    tflops_per_device,
-    tokens_per_device,
     window_status,
     with_lag,
 )
@@ -109,22 +107,48 @@ def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
 
 def _save_arrays(path: Path, steps: list[StepEvent], seconds: list[float]) -> None:
     """The window steps' figures: for each, its seconds (``or 0.0``, as the metrics read them) and the
-    parts of its tokens and FLOPs that do not depend on the other nodes (see tokens_per_device)."""
+    parts of its tokens and FLOPs that do not depend on the other nodes (tokens_per_device and
+    tflops_per_device without the device count and the per-step TFLOPs line). One pass: a long run has
+    hundreds of thousands of window steps."""
+    from array import array
+
     import numpy as np
 
-    n = len(steps)
-    tok = [tokens_per_device(e, None) for e in steps]  # per-device rate x seconds, when logged
-    fl = [tflops_per_device(e, None) for e in steps]
+    nan = math.nan
+    isfinite = math.isfinite
+    step_no, tok, tw, fl = array("q"), array("d"), array("d"), array("d")
+    tok_ok, tw_ok, fl_ok = bytearray(), bytearray(), bytearray()
+    for e in steps:
+        step_no.append(e.step)
+        sec = e.seconds
+        # metrics.tokens_per_device and tflops_per_device, inline
+        x = e.tokens_per_device
+        if x is not None and sec is not None and isfinite(x):
+            tok.append(x * sec)
+            tok_ok.append(1)
+        else:
+            tok.append(nan)
+            tok_ok.append(0)
+        w = e.total_weights
+        tw.append(nan if w is None else w)
+        tw_ok.append(w is not None)
+        x = e.tflops_per_device
+        if x is not None and sec is not None and isfinite(x):
+            fl.append(x * sec)
+            fl_ok.append(1)
+        else:
+            fl.append(nan)
+            fl_ok.append(0)
     np.savez(
         path,
-        steps=np.fromiter((e.step for e in steps), dtype=np.int64, count=n),
+        steps=np.frombuffer(step_no, dtype=np.int64),
         sec=np.asarray(seconds, dtype=np.float64),
-        tok=np.asarray([math.nan if x is None else x for x in tok], dtype=np.float64),
-        tok_ok=np.asarray([x is not None for x in tok], dtype=bool),
-        tw=np.asarray([math.nan if e.total_weights is None else e.total_weights for e in steps], np.float64),
-        tw_ok=np.asarray([e.total_weights is not None for e in steps], dtype=bool),
-        fl=np.asarray([math.nan if x is None else x for x in fl], dtype=np.float64),
-        fl_ok=np.asarray([x is not None for x in fl], dtype=bool),
+        tok=np.frombuffer(tok, dtype=np.float64),
+        tok_ok=np.frombuffer(bytes(tok_ok), dtype=np.bool_),
+        tw=np.frombuffer(tw, dtype=np.float64),
+        tw_ok=np.frombuffer(bytes(tw_ok), dtype=np.bool_),
+        fl=np.frombuffer(fl, dtype=np.float64),
+        fl_ok=np.frombuffer(bytes(fl_ok), dtype=np.bool_),
     )
 
 
