@@ -275,10 +275,60 @@ def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
     return float(np.add.accumulate(np.concatenate(([start], xs)))[-1])
 
 
+def _common_steps(digests: Sequence[NodeDigest], with_steps: list[int]) -> npt.NDArray[np.int64] | None:
+    """Pass 1: the steps clean on every node that logged steps, sorted (None: no such node)."""
+    import numpy as np
+
+    common: npt.NDArray[np.int64] | None = None
+    for i in with_steps:
+        steps = _load(digests[i].arrays).steps
+        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
+    return common
+
+
+def _window_figures(
+    digests: Sequence[NodeDigest], run: RunInputs, window: npt.NDArray[np.int64] | None
+) -> tuple[list[NodeStats], list[float] | None, float | None, float | None]:
+    """Pass 2, one node's arrays at a time: each node's stats with its rates, and over ``window`` (None:
+    inconclusive) the slowest node's seconds per step and the tokens and FLOPs summed in the order
+    metrics._perf sums them (None: some step carried none)."""
+    import numpy as np
+
+    devices, tflops_step = run.global_devices, run.tflops_per_step
+    slowest: npt.NDArray[np.float64] | None = None
+    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
+    stats: list[NodeStats] = []
+    for i, d in enumerate(digests):
+        a = _load(d.arrays)
+        tok_ok = a.tok_ok | (a.tw_ok & bool(devices))
+        tok = np.where(a.tok_ok, a.tok, a.tw / (devices or 1))
+        fl_ok = a.fl_ok | (tflops_step is not None)
+        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
+        ok = d.stats.step_time_mean_ms is not None
+        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
+        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
+        stats.append(
+            dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
+        )
+        if window is None or i not in run.with_steps:
+            continue
+        order = np.argsort(a.steps, kind="stable")
+        pos = order[np.searchsorted(a.steps, window, sorter=order)]
+        sec = a.sec[pos]
+        # max() over the nodes in rank order: a later node wins only when strictly greater
+        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
+        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
+        flops_ok = flops_ok and bool(fl_ok[pos].all())
+        tokens = _seq_sum(tokens, tok[pos][tok_ok[pos]])
+        flops = _seq_sum(flops, fl[pos][fl_ok[pos]])
+    if slowest is None:
+        return stats, None, None, None
+    return stats, slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None
+
+
 def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
     """Judge one planned run from its nodes' digests (index = rank); the same RunRecord finalize_run
     makes from every event, with each node's series bounded at the digests' cap."""
-    import numpy as np
 
     n = len(digests)
     ctx = run_context(run.judge, n)
@@ -297,50 +347,13 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         global_devices=global_devices,
         tflops_per_step=tflops_step,
     )
-    common: npt.NDArray[np.int64] | None = None
-    for i in inputs.with_steps:  # pass 1: the steps clean on every node
-        steps = _load(digests[i].arrays).steps
-        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
+    common = _common_steps(digests, inputs.with_steps)
     window, wstatus, wreason = window_status(
         [] if common is None else common.tolist(), inputs.with_steps, n, inputs.windows, sheet
     )
-    perf = wstatus == "ok" and common is not None
-    slowest: npt.NDArray[np.float64] | None = None
-    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
-    stats: list[NodeStats] = []
-    for i, d in enumerate(digests):  # pass 2: the window's figures and each node's rates
-        a = _load(d.arrays)
-        tok_ok = a.tok_ok | (a.tw_ok & bool(global_devices))
-        tok = np.where(a.tok_ok, a.tok, a.tw / (global_devices or 1))
-        fl_ok = a.fl_ok | (tflops_step is not None)
-        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
-        ok = d.stats.step_time_mean_ms is not None
-        stats.append(
-            dataclasses.replace(
-                d.stats,
-                tokens_per_sec_per_device=sum(tok[tok_ok].tolist()) / d.window_seconds
-                if ok and tok_ok.all()
-                else None,
-                tflops_per_sec_per_device=sum(fl[fl_ok].tolist()) / d.window_seconds
-                if ok and fl_ok.all()
-                else None,
-            )
-        )
-        if not (perf and common is not None and i in inputs.with_steps):
-            continue
-        order = np.argsort(a.steps, kind="stable")
-        pos = order[np.searchsorted(a.steps, common, sorter=order)]
-        sec = a.sec[pos]
-        # max() over the nodes in rank order: a later node wins only when strictly greater
-        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
-        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
-        flops_ok = flops_ok and bool(fl_ok[pos].all())
-        tokens = _seq_sum(tokens, tok[pos][tok_ok[pos]])
-        flops = _seq_sum(flops, fl[pos][fl_ok[pos]])
-    if perf and slowest is not None:
-        tok_total, tflops_gpu = put_perf(
-            slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None, inputs, sheet
-        )
+    stats, slowest, tokens, flops = _window_figures(digests, inputs, common if wstatus == "ok" else None)
+    if slowest is not None:
+        tok_total, tflops_gpu = put_perf(slowest, tokens, flops, inputs, sheet)
     else:
         tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
     stalls = stall_section(inputs, sheet)

@@ -15,7 +15,7 @@ from typing import Literal
 from cvs_tui import __version__
 from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge.clock import line_clock
+from cvs_tui.core.judge.clock import file_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext, compute_metrics
@@ -58,7 +58,7 @@ def log_clock(path: Path | None) -> dict[int, float] | None:
     if path is None:
         return None
     try:
-        return line_clock(path.read_bytes())
+        return file_clock(path)
     except OSError:
         return None
 
