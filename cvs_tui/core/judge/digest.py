@@ -79,7 +79,7 @@ class NodeDigest:
     stats: NodeStats  # tokens and TFLOP/s are filled in by finalize_digests (they need every node)
     window_seconds: float  # the node's own window: the sum of its steps' seconds
     loss_metrics: dict[str, MetricValue]
-    curve_points: list[tuple[int, float]]
+    curve: Path  # .npz: the sampled loss curve as if this node were the reference node
     arrays: Path  # .npz: the node's window steps and their seconds, tokens and FLOPs
     step_records: int  # every step line the node logged
     window_len: int
@@ -150,6 +150,27 @@ def _save_arrays(path: Path, steps: list[StepEvent], seconds: list[float]) -> No
         fl=np.frombuffer(fl, dtype=np.float64),
         fl_ok=np.frombuffer(bytes(fl_ok), dtype=np.bool_),
     )
+
+
+def _save_curve(path: Path, points: list[tuple[int, float]]) -> Path:
+    """The loss curve goes to a file: every node computes one, the run uses the reference node's."""
+    import numpy as np
+
+    np.savez(
+        path,
+        steps=np.fromiter((s for s, _ in points), dtype=np.int64, count=len(points)),
+        loss=np.fromiter((v for _, v in points), dtype=np.float64, count=len(points)),
+    )
+    return path
+
+
+def _load_curve(path: Path) -> list[tuple[int, float]]:
+    import numpy as np
+
+    with np.load(path) as z:
+        steps = z["steps"].astype(np.int64, copy=False).tolist()
+        loss = z["loss"].astype(np.float64, copy=False).tolist()
+    return list(zip(steps, loss, strict=True))
 
 
 def digest_node(
@@ -225,7 +246,7 @@ def digest_node(
         stats=stats,
         window_seconds=t,
         loss_metrics={k: sheet.m[k] for k in LOSS_METRICS if k in sheet.m},
-        curve_points=curve,
+        curve=_save_curve(arrays.with_name(arrays.stem + ".curve.npz"), curve),
         arrays=arrays,
         step_records=step_records,
         window_len=len(win.steps),
@@ -361,7 +382,7 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     ref = inputs.ref
     if ref is not None:
         sheet.m.update(digests[ref].loss_metrics)
-        curve = digests[ref].curve_points
+        curve = _load_curve(digests[ref].curve)
     else:
         losses = loss_section(inputs, sheet)
         convergence_section(inputs, losses, eval_section(inputs, sheet), sheet)
