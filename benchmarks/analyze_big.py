@@ -12,6 +12,12 @@ The command runs once in a fresh process (`cvs-tui analyze CONFIG --logs DIR --r
 after the logs are written and read once (warm page cache). Printed: wall time, input MB/s, the peak
 RSS of the analyze process and of the largest process it waited for (a parse worker), from
 getrusage, and the machine's load average (a shared machine inflates every figure).
+
+Memory is sampled from /proc every 50 ms while the command runs: the peak RSS (VmHWM) of the analyze
+process itself and of its largest parse worker, and the largest sum of their RSS. The parser alone is
+timed on node 0's log first (CPU time, one process), and the wall time analyze would take at that
+speed on every core is printed next to the measured one. Compare two code trees by running the same
+command with PYTHONPATH set to each (``--cvs-tui`` is the entry point of the environment to use).
 """
 
 from __future__ import annotations
@@ -62,6 +68,60 @@ def write_node_log(path: Path, fixture: Path, size: int) -> int:
     return repeats * steps
 
 
+def parser_throughput(log: Path, env: dict[str, str]) -> float:
+    """MB/s of CPU time of the parser alone on one node log, in a fresh process (what analyze's workers
+    run before judging)."""
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from cvs_tui.core.offline import parse_log_file\n"
+        "t = time.process_time(); parse_log_file(Path(sys.argv[1]), None)\n"
+        "print(Path(sys.argv[1]).stat().st_size / 1e6 / (time.process_time() - t))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(log)], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip())
+
+
+def _kib(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            kids += [int(x) for x in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        pass
+    return kids
+
+
+def run_sampled(
+    cmd: list[str], env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, int]]:
+    """Run ``cmd``, reading every 50 ms the peak RSS (VmHWM, KiB) of it and of each of its children (the
+    parse workers), and the largest sum of their current RSS."""
+    mem = {"parent": 0, "worker": 0, "total": 0}
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        while p.poll() is None:
+            mem["parent"] = max(mem["parent"], _kib(p.pid, "VmHWM"))
+            kids = _children(p.pid)
+            for k in kids:
+                mem["worker"] = max(mem["worker"], _kib(k, "VmHWM"))
+            mem["total"] = max(mem["total"], _kib(p.pid, "VmRSS") + sum(_kib(k, "VmRSS") for k in kids))
+            time.sleep(0.05)
+        stdout, stderr = p.communicate()
+    return subprocess.CompletedProcess(cmd, p.returncode or 0, stdout, stderr), mem
+
+
 def _verdict(stdout: str) -> str:
     return next((line for line in stdout.splitlines() if line.endswith("overall")), "(none printed)")
 
@@ -103,10 +163,11 @@ def main() -> int:
     out = work / "out"
     cmd = [args.cvs_tui, "analyze", str(args.config), "--logs", str(logs), "--run", args.run]
     cmd += ["--out", str(out), "--no-ui"]
+    parse_mbs = parser_throughput(first, env)
     load = os.getloadavg()
-    t0 = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    t0 = time.perf_counter()
+    proc, mem = run_sampled(cmd, env)
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (usage.ru_utime - before.ru_utime) + (usage.ru_stime - before.ru_stime)
@@ -114,9 +175,21 @@ def main() -> int:
     print(f"  exit {proc.returncode}; verdict: {_verdict(proc.stdout)}")
     if proc.returncode not in (0, 1):
         print(proc.stderr.strip()[-2000:])
-    print(f"  load average before: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, {os.cpu_count()} CPUs")
+    cores = os.cpu_count() or 1
+    ideal = total / 1e6 / (parse_mbs * min(cores, args.nodes))
+    size = sum(p.stat().st_size for p in out.glob("*") if p.is_file()) if out.is_dir() else 0
+    print(f"  load average before: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, {cores} CPUs")
+    print(
+        f"  parser alone (one process, CPU time): {parse_mbs:.1f} MB/s per core -> {ideal:.1f} s on {cores}"
+    )
     print(f"  wall {wall:.1f} s, CPU {cpu:.1f} s ({cpu / wall:.2f} cores), {total / 1e6 / wall:.1f} MB/s")
-    print(f"  peak RSS of the largest process: {usage.ru_maxrss / 1024:.0f} MB")
+    print(
+        f"  peak RSS: analyze process {mem['parent'] / 1024:.0f} MB, "
+        f"largest worker {mem['worker'] / 1024:.0f} MB, "
+        f"all processes together {mem['total'] / 1024:.0f} MB "
+        f"(largest process by getrusage: {usage.ru_maxrss / 1024:.0f} MB)"
+    )
+    print(f"  output: {size / 1e6:.1f} MB in {out}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if proc.returncode in (0, 1) else proc.returncode

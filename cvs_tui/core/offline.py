@@ -8,9 +8,11 @@ import dataclasses
 import json
 import math
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -18,7 +20,10 @@ from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
-from cvs_tui.core.judge import base_results, finalize_run, judge_checkpoint_resume
+from cvs_tui.core.judge import base_results, judge_checkpoint_resume
+from cvs_tui.core.judge.digest import NodeDigest, digest_node, finalize_digests
+from cvs_tui.core.judge.finalize import run_context
+from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
@@ -75,31 +80,97 @@ def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[l
 
 # Below this many bytes of logs in all, parsing in this process beats starting workers.
 POOL_MIN_BYTES = 64 << 20
+T = TypeVar("T")
 
 
-def parse_node_logs(
-    paths: Sequence[Path], error_patterns: dict[str, str] | None, *, workers: int | None = None
-) -> list[tuple[list[LogEvent], int]]:
-    """:func:`parse_log_file` for each node log, in order; big logs are parsed in a process pool, one node
-    per task, so every core works (the scanner holds the GIL). ``workers``: pool size (default: one per
-    CPU, at most one per log); 1 parses here."""
+def _node_tasks(
+    fn: Callable[..., T], tasks: Sequence[tuple[object, ...]], sizes: Sequence[int], workers: int | None
+) -> list[T]:
+    """``fn(*task)`` for each task, in order; big logs go to a process pool, one node per task, so every
+    core works (the scanner holds the GIL). ``workers``: pool size (default: one per CPU, at most one per
+    log); 1 runs them here."""
     import threading
 
-    sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
-    n = min(len(paths), workers or os.cpu_count() or 1)
+    n = min(len(tasks), workers or os.cpu_count() or 1)
     # fork is the one start method that needs no importable __main__ and no re-import of the parser; it
     # is safe only while this process has no other thread (an event loop thread, a TUI): else parse here
     if n < 2 or sum(sizes) < POOL_MIN_BYTES or threading.active_count() > 1:
-        return [parse_log_file(p, error_patterns) for p in paths]
+        return [fn(*t) for t in tasks]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork")
     # the largest logs first, so the last task to start is a short one
-    order = sorted(range(len(paths)), key=lambda i: -sizes[i])
+    order = sorted(range(len(tasks)), key=lambda i: -sizes[i])
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        futures = {i: pool.submit(parse_log_file, paths[i], error_patterns) for i in order}
-        return [futures[i].result() for i in range(len(paths))]
+        futures = {i: pool.submit(fn, *tasks[i]) for i in order}
+        return [futures[i].result() for i in range(len(tasks))]
+
+
+def _sizes(paths: Sequence[Path]) -> list[int]:
+    return [p.stat().st_size if p.is_file() else 0 for p in paths]
+
+
+def parse_node_logs(
+    paths: Sequence[Path], error_patterns: dict[str, str] | None, *, workers: int | None = None
+) -> list[tuple[list[LogEvent], int]]:
+    """:func:`parse_log_file` for each node log, in order, in a process pool when they are big (see
+    :func:`_node_tasks`)."""
+    return _node_tasks(parse_log_file, [(p, error_patterns) for p in paths], _sizes(paths), workers)
+
+
+def digest_log_file(
+    rank: int,
+    path: Path,
+    error_patterns: dict[str, str] | None,
+    ctx: RunContext,
+    host: str,
+    arrays: Path,
+    keep_losses: bool = False,
+) -> NodeDigest:
+    """Parse one node log and reduce it to its digest (what the judge needs of it, bounded in size)."""
+    events, lines = parse_log_file(path, error_patterns)
+    return digest_node(
+        rank, events, lines, ctx=ctx, log_path=path, host=host, arrays=arrays, keep_losses=keep_losses
+    )
+
+
+# the runs whose losses the checkpoint-resume verdicts compare step by step
+_RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
+
+def judge_node_logs(
+    run: PlannedRun,
+    node_logs: Sequence[Path],
+    *,
+    error_patterns: dict[str, str] | None,
+    hosts: Sequence[str] | None = None,
+    workers: int | None = None,
+) -> tuple[RunRecord, dict[int, float] | None]:
+    """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
+    digested on its own (in a worker process for big logs), so this process holds no node's steps; see
+    :mod:`cvs_tui.core.judge.digest`. Also returns, when the record's step series were bounded and the
+    run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume)."""
+    paths = [Path(p) for p in node_logs]
+    ctx = run_context(run.judge, len(paths))
+    keep = run.kind in _RESUME_KINDS
+    with tempfile.TemporaryDirectory(prefix="cvs-tui-analyze-") as tmp:
+        tasks = [
+            (
+                i,
+                p,
+                error_patterns,
+                ctx,
+                hosts[i] if hosts and i < len(hosts) else p.name,
+                Path(tmp) / f"{i}.npz",
+                keep,
+            )
+            for i, p in enumerate(paths)
+        ]
+        digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
+        record = finalize_digests(run, digests)
+    first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
+    return record, first.losses if first is not None else None
 
 
 def analyze_node_logs(
@@ -108,16 +179,10 @@ def analyze_node_logs(
     *,
     error_patterns: dict[str, str] | None,
     hosts: Sequence[str] | None = None,
+    workers: int | None = None,
 ) -> RunRecord:
-    """Judge a finished (or crashed) run from its node logs on disk, index = rank."""
-    parsed = parse_node_logs([Path(p) for p in node_logs], error_patterns)
-    return finalize_run(
-        run,
-        [evs for evs, _ in parsed],
-        hosts=hosts,
-        node_logs=[Path(p) for p in node_logs],
-        node_lines=[n for _, n in parsed],
-    )
+    """Judge a finished (or crashed) run from its node logs on disk, index = rank (see judge_node_logs)."""
+    return judge_node_logs(run, node_logs, error_patterns=error_patterns, hosts=hosts, workers=workers)[0]
 
 
 def _is_run_folder(ps: Sequence[Path]) -> bool:
@@ -251,17 +316,20 @@ def analyze_paths(
     hosts = _plan_hosts(paths)
     results = base_results(plan, source="analyze")
     runs: dict[str, RunRecord] = {}
+    losses: dict[str, dict[int, float]] = {}
     times: dict[str, tuple[float, float]] = {}
     for key, logs in inputs:
         t0 = time.time()
-        runs[key] = analyze_node_logs(
+        runs[key], exact = judge_node_logs(
             plan.run(key),
             logs,
             error_patterns=plan.error_patterns,
             hosts=hosts if hosts and len(hosts) == len(logs) else None,
         )
+        if exact is not None:
+            losses[key] = exact
         times[key] = (t0, time.time())
-    judge_checkpoint_resume(plan, runs)
+    judge_checkpoint_resume(plan, runs, losses)
     for key, rec in runs.items():
         fails = "; ".join(v.message for v in rec.verdicts if v.status == FAIL)
         results.stages.append(
@@ -282,6 +350,8 @@ __all__ = [
     "METRICS_FILE_SUFFIX",
     "analyze_node_logs",
     "analyze_paths",
+    "digest_log_file",
+    "judge_node_logs",
     "parse_log_file",
     "parse_node_logs",
     "plan_for",

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from cvs_tui.core.events import CheckpointAction
 from cvs_tui.core.judge.format import DASH, format_number
@@ -142,19 +143,28 @@ def _record_of(plan: Plan, records: dict[str, RunRecord], kind: RunKind) -> RunR
     return records.get(key) if key is not None else None
 
 
-def judge_checkpoint_resume(plan: Plan, records: dict[str, RunRecord]) -> None:
-    """Add the resume verdicts (see the module docstring) to the CKPT-2 record in ``records``."""
+def judge_checkpoint_resume(
+    plan: Plan, records: dict[str, RunRecord], losses: Mapping[str, dict[int, float]] | None = None
+) -> None:
+    """Add the resume verdicts (see the module docstring) to the CKPT-2 record in ``records``.
+    ``losses``: by run key, the losses :func:`record_losses` would read from a record whose step series
+    is whole, for records whose series were bounded (``cvs-tui analyze`` of long runs)."""
+    exact = losses or {}
+
+    def losses_of(r: RunRecord) -> dict[int, float]:
+        return exact[r.key] if r.key in exact else record_losses(r)
+
     p2 = _record_of(plan, records, "ckpt_phase2")
     if p2 is None:
         return
     p1 = _record_of(plan, records, "ckpt_phase1")
     ref = _record_of(plan, records, "ckpt_reference")
     tol = float(plan.checkpoint_resume["loss_tolerance"])
-    l2 = record_losses(p2)
+    l2 = losses_of(p2)
     verdicts = [v for v in p2.verdicts if not v.metric.startswith("checkpoint.")]
     verdicts.append(_resumed(p1, p2, l2))
     other, label = (ref, "reference") if ref is not None else (p1, "phase 1")
-    lo = record_losses(other) if other is not None else {}
+    lo = losses_of(other) if other is not None else {}
     shared = sorted(set(lo) & set(l2))
     if ref is not None:
         verdicts.append(_sentinels(l2, lo, shared))

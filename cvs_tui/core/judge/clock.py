@@ -20,7 +20,9 @@ starts on, so ``clock.get(event.line)`` is the event's time.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 
 _ABSL = rb"[IWEF](\d{4} \d\d:\d\d:\d\d)(\.\d{1,9})? {1,20}\d{1,20} [^\s:\]]{1,200}:\d{1,10}\] "
 _TFXLA = rb"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{1,9})?: [IWEF] "
@@ -46,6 +48,17 @@ def _frac(raw: bytes | None) -> float:
 def line_clock(data: bytes) -> dict[int, float]:
     """{1-based line: seconds} for every line that starts with a timed record header (see the module
     docstring for the scale). O(size of the log)."""
+    return clock_of_lines(data.split(b"\n"))
+
+
+def file_clock(path: Path) -> dict[int, float]:
+    """:func:`line_clock` of a log file, read a line at a time (a long log is never held whole)."""
+    with path.open("rb") as fh:
+        return clock_of_lines(fh)
+
+
+def clock_of_lines(lines: Iterable[bytes]) -> dict[int, float]:
+    """:func:`line_clock` of the log's lines, in order (a trailing newline on each is allowed)."""
     out: dict[int, float] = {}
     year: int | None = None  # from the latest full-date header
     absl_year = _NO_YEAR
@@ -55,7 +68,7 @@ def line_clock(data: bytes) -> dict[int, float]:
     # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
     seconds: dict[tuple[int, bytes], float | None] = {}
     # one anchored match per line: faster than a multi-line search for '^' at every byte
-    for line, text in enumerate(data.split(b"\n"), start=1):
+    for line, text in enumerate(lines, start=1):
         if not text or text[0] not in first or (m := match(text)) is None:
             continue
         g = m.groups()

@@ -15,7 +15,7 @@ from typing import Literal
 from cvs_tui import __version__
 from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge.clock import line_clock
+from cvs_tui.core.judge.clock import file_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext, compute_metrics
@@ -52,13 +52,13 @@ def run_context(spec: JudgeSpec, num_nodes: int) -> RunContext:
     )
 
 
-def _clock(path: Path | None) -> dict[int, float] | None:
+def log_clock(path: Path | None) -> dict[int, float] | None:
     """The line clock of a node's log (the local copy, for a live run), or None when it cannot be read:
     stalls are then placed by the events' own timestamps, or by step number."""
     if path is None:
         return None
     try:
-        return line_clock(path.read_bytes())
+        return file_clock(path)
     except OSError:
         return None
 
@@ -93,7 +93,7 @@ def _loss_curve_verdict(metric: MetricValue, spec: JudgeSpec, points: list[tuple
     return Verdict(metric.name, status, expected, metric.value, metric.text, metric.unit, msg, gated)
 
 
-def _verdicts(run: PlannedRun, result: MetricsOutcome, out: RunOutcome) -> list[Verdict]:
+def run_verdicts(run: PlannedRun, result: MetricsOutcome, out: RunOutcome) -> list[Verdict]:
     spec = run.judge
     metrics = result.metrics
     if run.kind == "smoke":
@@ -157,7 +157,7 @@ def finalize_run(
     """Judge one planned run from each node's events (index = rank). ``health``: the run's ``health.*``
     metric values (live runs that watched node health), judged like any other metric."""
     clocks = [
-        _clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
+        log_clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
     ]
     result = compute_metrics(node_events, run_context(run.judge, len(node_events)), clocks)
     for name, value in (health or {}).items():
@@ -172,7 +172,7 @@ def finalize_run(
         root_cause_node=root_cause_node,
         final_loss=result.metrics.get("training.final_loss"),
     )
-    verdicts = _verdicts(run, result, out)
+    verdicts = run_verdicts(run, result, out)
     nodes: list[NodeRecord] = []
     errors: list[ErrorRecord] = []
     for i, evs in enumerate(node_events):
@@ -180,9 +180,28 @@ def finalize_run(
         path = node_logs[i] if node_logs and i < len(node_logs) else None
         code = exit_codes[i] if exit_codes and i < len(exit_codes) else None
         lines = node_lines[i] if node_lines and i < len(node_lines) else 0
-        rec, errs = node_record(i, evs, result.node_windows[i], result, host, path, code, lines)
+        rec, errs = node_record(i, evs, result.node_windows[i], result.node_stats[i], host, path, code, lines)
         nodes.append(rec)
         errors += errs
+    return run_record(
+        run, result, (out, why, root), verdicts, nodes, errors, node_events, started_at, ended_at
+    )
+
+
+def run_record(
+    run: PlannedRun,
+    result: MetricsOutcome,
+    decided: tuple[RunOutcome, str, int | None],
+    verdicts: list[Verdict],
+    nodes: list[NodeRecord],
+    errors: list[ErrorRecord],
+    node_events: Sequence[Sequence[LogEvent]],
+    started_at: float | None = None,
+    ended_at: float | None = None,
+) -> RunRecord:
+    """The RunRecord of a judged run. ``node_events``: what the environment facts are read from (every
+    event but step lines is enough)."""
+    out, why, root = decided
     excluded: dict[int, str] = {}
     for w in result.node_windows:
         for s, r in w.excluded.items():
@@ -293,4 +312,13 @@ def stage_records(state: RunState) -> list[StageRecord]:
     ]
 
 
-__all__ = ["base_results", "finalize_run", "run_context", "stage_records", "verdict_events"]
+__all__ = [
+    "base_results",
+    "finalize_run",
+    "log_clock",
+    "run_context",
+    "run_record",
+    "run_verdicts",
+    "stage_records",
+    "verdict_events",
+]

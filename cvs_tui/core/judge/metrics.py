@@ -108,7 +108,8 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (rank - lo)
 
 
-def _per_step(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
+def per_step_events(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
+    """A node's train steps by step number (the last record of a number wins)."""
     out: dict[int, StepEvent] = {}
     for e in events:
         if isinstance(e, StepEvent) and e.kind is StepKind.TRAIN:
@@ -116,7 +117,7 @@ def _per_step(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
     return out
 
 
-def _tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
+def tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
     if ev.tokens_per_device is not None and ev.seconds is not None and math.isfinite(ev.tokens_per_device):
         return ev.tokens_per_device * ev.seconds
     if ev.total_weights is not None and num_devices:
@@ -124,7 +125,7 @@ def _tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
     return None
 
 
-def _tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
+def tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
     if ev.tflops_per_device is not None and ev.seconds is not None and math.isfinite(ev.tflops_per_device):
         return ev.tflops_per_device * ev.seconds
     return tflops_per_step
@@ -172,13 +173,11 @@ class RunInputs:
         return self.with_steps[0] if self.with_steps else None
 
 
-def _run_inputs(
-    node_events: Sequence[Sequence[LogEvent]],
-    ctx: RunContext,
-    sheet: Sheet,
-    clocks: Sequence[Mapping[int, float] | None],
-) -> RunInputs:
-    per_step = [_per_step(evs) for evs in node_events]
+def run_devices(
+    node_events: Sequence[Sequence[LogEvent]], ctx: RunContext, sheet: Sheet
+) -> tuple[int, int, int, int, float | None]:
+    """(num_nodes, devices per node, total devices, global devices, the 'Per train step' TFLOPs) from the
+    first devices and TFLOPs lines over the nodes and the plan's gpus_per_node."""
     devices_ev: DevicesEvent | None = next(
         (d for evs in node_events if (d := _first(evs, DevicesEvent)) is not None), None
     )
@@ -196,6 +195,20 @@ def _run_inputs(
             )
         devices_per_node = logged
     total_devices = devices_per_node * num_nodes
+    global_devices = devices_ev.num_devices if devices_ev is not None else total_devices
+    return num_nodes, devices_per_node, total_devices, global_devices, tps_ev.total_tflops if tps_ev else None
+
+
+def _run_inputs(
+    node_events: Sequence[Sequence[LogEvent]],
+    ctx: RunContext,
+    sheet: Sheet,
+    clocks: Sequence[Mapping[int, float] | None],
+) -> RunInputs:
+    per_step = [per_step_events(evs) for evs in node_events]
+    num_nodes, devices_per_node, total_devices, global_devices, tflops_per_step = run_devices(
+        node_events, ctx, sheet
+    )
     return RunInputs(
         node_events=node_events,
         ctx=ctx,
@@ -207,8 +220,8 @@ def _run_inputs(
         num_nodes=num_nodes,
         devices_per_node=devices_per_node,
         total_devices=total_devices,
-        global_devices=devices_ev.num_devices if devices_ev is not None else total_devices,
-        tflops_per_step=tps_ev.total_tflops if tps_ev else None,
+        global_devices=global_devices,
+        tflops_per_step=tflops_per_step,
     )
 
 
@@ -222,15 +235,22 @@ def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok
         window = sorted(common)
     else:
         window = []
-    if len(with_steps) < len(run.per_step) and with_steps:
-        missing = [i for i in range(len(run.per_step)) if i not in with_steps]
+    return window_status(window, with_steps, len(run.per_step), run.windows, sheet)
+
+
+def window_status(
+    window: list[int], with_steps: list[int], num_nodes: int, windows: Sequence[NodeWindow], sheet: Sheet
+) -> tuple[list[int], Literal["ok", "inconclusive"], str]:
+    """Whether the common window ``window`` of the nodes ``with_steps`` (of ``num_nodes``) is enough."""
+    if len(with_steps) < num_nodes and with_steps:
+        missing = [i for i in range(num_nodes) if i not in with_steps]
         sheet.notes.append(
             f"node(s) {missing} logged no step lines; per-device rates come from the other nodes"
         )
     if not with_steps:
         return window, "inconclusive", "no timed training step was logged"
     if len(window) < MIN_CLEAN_STEPS:
-        excluded_n = len({s for i in with_steps for s in run.windows[i].excluded})
+        excluded_n = len({s for i in with_steps for s in windows[i].excluded})
         return (
             window,
             "inconclusive",
@@ -256,21 +276,17 @@ def _perf(
     run: RunInputs, window: list[int], wstatus: str, wreason: str, sheet: Sheet
 ) -> tuple[float | None, float | None]:
     """Step time and throughput over the window; returns (tokens/s total, TFLOP/s per GPU)."""
-    put = sheet.put
     if wstatus != "ok":
-        for k in PERF_METRICS:
-            put(k, None, "inconclusive", f"inconclusive: {wreason}")
-        return None, None
+        return perf_inconclusive(wreason, sheet)
     with_steps, per_step = run.with_steps, run.per_step
     step_secs = [max(per_step[i][s].seconds or 0.0 for i in with_steps) for s in window]
-    t = sum(step_secs)
     tokens, flops = 0.0, 0.0
     tokens_ok = flops_ok = True
     for i in with_steps:
         for s in window:
             ev = per_step[i][s]
-            tk = _tokens_per_device(ev, run.global_devices)
-            fl = _tflops_per_device(ev, run.tflops_per_step)
+            tk = tokens_per_device(ev, run.global_devices)
+            fl = tflops_per_device(ev, run.tflops_per_step)
             if tk is None:
                 tokens_ok = False
             else:
@@ -279,14 +295,31 @@ def _perf(
                 flops_ok = False
             else:
                 flops += fl
-    n_dev_nodes = len(with_steps)
-    put("training.step_time_seconds", t / len(window))
-    put("training.step_time_mean_ms", 1000.0 * t / len(window))
+    return put_perf(step_secs, tokens if tokens_ok else None, flops if flops_ok else None, run, sheet)
+
+
+def perf_inconclusive(wreason: str, sheet: Sheet) -> tuple[None, None]:
+    for k in PERF_METRICS:
+        sheet.put(k, None, "inconclusive", f"inconclusive: {wreason}")
+    return None, None
+
+
+def put_perf(
+    step_secs: list[float], tokens: float | None, flops: float | None, run: RunInputs, sheet: Sheet
+) -> tuple[float | None, float | None]:
+    """The perf metrics from the window's step seconds (slowest node per step) and the tokens and FLOPs
+    summed over the window on every node that logged steps (None: some step carried none)."""
+    put = sheet.put
+    window_len = len(step_secs)
+    t = sum(step_secs)
+    n_dev_nodes = len(run.with_steps)
+    put("training.step_time_seconds", t / window_len)
+    put("training.step_time_mean_ms", 1000.0 * t / window_len)
     put("training.step_time_p50_ms", 1000.0 * percentile(step_secs, 50))
     put("training.step_time_p95_ms", 1000.0 * percentile(step_secs, 95))
     tok_total: float | None = None
     tflops_gpu: float | None = None
-    if tokens_ok:
+    if tokens is not None:
         per_gpu = tokens / n_dev_nodes / t
         tok_total = per_gpu * run.total_devices
         put("training.tokens_per_sec_per_gpu", per_gpu)
@@ -294,7 +327,7 @@ def _perf(
     else:
         for k in ("training.tokens_per_sec_per_gpu", "training.tokens_per_sec_total"):
             put(k, None, "not_produced", "step lines carry neither Tokens/s/device nor total_weights")
-    if flops_ok:
+    if flops is not None:
         tflops_gpu = flops / n_dev_nodes / t
         put("training.tflops_per_sec_per_gpu", tflops_gpu)
     else:
@@ -307,7 +340,7 @@ def _perf(
     return tok_total, tflops_gpu
 
 
-def _scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
+def scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
     put, ctx = sheet.put, run.ctx
     base = ctx.scaling_baseline
     if base.tokens_per_sec_total <= 0:
@@ -346,7 +379,7 @@ def _ckpt_seconds(evs: Sequence[LogEvent], action: CheckpointAction) -> list[flo
     ]
 
 
-def _checkpoint_io(run: RunInputs, sheet: Sheet) -> None:
+def checkpoint_io(run: RunInputs, sheet: Sheet) -> None:
     """Checkpoint save and load seconds (slowest node)."""
     saves: list[float] = []
     loads: list[float] = []
@@ -384,8 +417,8 @@ def _node_stats(run: RunInputs) -> list[NodeStats]:
         w = [s for s in run.windows[i].steps if s in ps]
         secs = [ps[s].seconds or 0.0 for s in w]
         t = sum(secs)
-        tk = [_tokens_per_device(ps[s], run.global_devices) for s in w]
-        fl = [_tflops_per_device(ps[s], run.tflops_per_step) for s in w]
+        tk = [tokens_per_device(ps[s], run.global_devices) for s in w]
+        fl = [tflops_per_device(ps[s], run.tflops_per_step) for s in w]
         ok = bool(w) and t > 0
         tk_known = [x for x in tk if x is not None]
         fl_known = [x for x in fl if x is not None]
@@ -401,6 +434,11 @@ def _node_stats(run: RunInputs) -> list[NodeStats]:
                 tflops_per_sec_per_device=sum(fl_known) / t if ok and len(fl_known) == len(fl) else None,
             )
         )
+    return with_lag(stats)
+
+
+def with_lag(stats: list[NodeStats]) -> list[NodeStats]:
+    """Each node's lag behind the median node, and whether it is a straggler."""
     medians = [s.step_time_p50_ms for s in stats if s.step_time_p50_ms is not None]
     if medians:
         mid = statistics.median(medians)
@@ -424,12 +462,12 @@ def compute_metrics(
     window, wstatus, wreason = _common_window(run, sheet)
     tok_total, tflops_gpu = _perf(run, window, wstatus, wreason, sheet)
     stalls = stall_section(run, sheet)
-    _scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
+    scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
     losses = loss_section(run, sheet)
     final_evals = eval_section(run, sheet)
     convergence_section(run, losses, final_evals, sheet)
     curve_pts = loss_curve_section(run, losses, sheet)
-    _checkpoint_io(run, sheet)
+    checkpoint_io(run, sheet)
     return MetricsOutcome(
         metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
         node_windows=run.windows,

@@ -1,0 +1,423 @@
+"""Judging a run from per-node digests, so that the process judging a big run never holds every step of
+every node (``cvs-tui analyze`` of long multi-node runs).
+
+:func:`digest_node` runs where a node log is parsed (a worker process, one node per task): it computes
+everything that needs only that node's steps (its steady-state window, stalls, line clock, record with
+errors and their context, loss metrics as if it were the reference node, its own step-time figures)
+and writes the few figures of its window steps that the cross-node metrics need to an ``.npz`` file.
+What it returns is small: its events without the step lines, its record with bounded series
+(:mod:`cvs_tui.core.judge.series`) and those figures.
+
+:func:`finalize_digests` combines the digests, reading one node's arrays at a time, into the same
+RunRecord :func:`~cvs_tui.core.judge.finalize.finalize_run` makes from every event: the same sections of
+:mod:`cvs_tui.core.judge.metrics` compute the metrics, and the sums run in the same order, so every
+metric and verdict is the same number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
+from cvs_tui.core.judge.finalize import log_clock, run_context, run_record, run_verdicts
+from cvs_tui.core.judge.goodput import stall_section
+from cvs_tui.core.judge.loss import convergence_section, eval_section, loss_curve_section, loss_section
+from cvs_tui.core.judge.metrics import (
+    MetricsOutcome,
+    NodeStats,
+    RunContext,
+    RunInputs,
+    Sheet,
+    checkpoint_io,
+    per_step_events,
+    percentile,
+    perf_inconclusive,
+    put_perf,
+    run_devices,
+    scaling_and_mfu,
+    window_status,
+    with_lag,
+)
+from cvs_tui.core.judge.outcome import decide_outcome
+from cvs_tui.core.judge.records import node_record
+from cvs_tui.core.judge.series import SERIES_CAP, series_note
+from cvs_tui.core.judge.window import NodeWindow, node_window
+from cvs_tui.core.plan import PlannedRun
+from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# the loss metrics a node computes as if it were the reference node (the first node with train steps)
+LOSS_METRICS = (
+    "training.final_loss",
+    "training.loss_decreased",
+    "training.eval_loss",
+    "training.steps_to_target",
+    "training.time_to_target_seconds",
+    "training.loss_curve_slope",
+)
+
+
+@dataclass(slots=True)
+class NodeDigest:
+    """What the judge needs of one node log, in a size that does not grow with its step count beyond
+    the bounded series and the window excluded-step reasons."""
+
+    rank: int
+    record: NodeRecord  # the rates, lag and straggler flag are filled in by finalize_digests
+    errors: list[ErrorRecord]
+    events: list[LogEvent]  # every event but step lines, plus the ones outcome and environment read
+    window: NodeWindow  # steps left out (they are in ``arrays``); excluded and stalls kept
+    stats: NodeStats  # tokens and TFLOP/s are filled in by finalize_digests (they need every node)
+    window_seconds: float  # the node's own window: the sum of its steps' seconds
+    loss_metrics: dict[str, MetricValue]
+    curve: Path  # .npz: the sampled loss curve as if this node were the reference node
+    arrays: Path  # .npz: the node's window steps and their seconds, tokens and FLOPs
+    step_records: int  # every step line the node logged
+    window_len: int
+    thinned: bool  # its series in ``record`` were bounded
+    series_cap: int
+    # the finite losses by step of every step record (the last of a step wins), as checkpoint.record_losses
+    # reads them from a whole series; only when the series was bounded and keep_losses was asked
+    losses: dict[int, float] | None = None
+
+
+def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
+    """The events without their step lines, but for the first step line naming its source (the
+    environment reads it) and the first one of the highest step (the outcome reads it), in log order."""
+    sourced: int | None = None
+    top: int | None = None
+    top_step = 0
+    for i, e in enumerate(events):
+        if isinstance(e, StepEvent):
+            if sourced is None and e.source:
+                sourced = i
+            if top is None or e.step > top_step:
+                top, top_step = i, e.step
+    return [e for i, e in enumerate(events) if not isinstance(e, StepEvent) or i in (sourced, top)]
+
+
+def _save_arrays(path: Path, steps: list[StepEvent], seconds: list[float]) -> None:
+    """The window steps' figures: for each, its seconds (``or 0.0``, as the metrics read them) and the
+    parts of its tokens and FLOPs that do not depend on the other nodes (tokens_per_device and
+    tflops_per_device without the device count and the per-step TFLOPs line). One pass: a long run has
+    hundreds of thousands of window steps."""
+    from array import array
+
+    import numpy as np
+
+    nan = math.nan
+    isfinite = math.isfinite
+    step_no, tok, tw, fl = array("q"), array("d"), array("d"), array("d")
+    tok_ok, tw_ok, fl_ok = bytearray(), bytearray(), bytearray()
+    for e in steps:
+        step_no.append(e.step)
+        sec = e.seconds
+        # metrics.tokens_per_device and tflops_per_device, inline
+        x = e.tokens_per_device
+        if x is not None and sec is not None and isfinite(x):
+            tok.append(x * sec)
+            tok_ok.append(1)
+        else:
+            tok.append(nan)
+            tok_ok.append(0)
+        w = e.total_weights
+        tw.append(nan if w is None else w)
+        tw_ok.append(w is not None)
+        x = e.tflops_per_device
+        if x is not None and sec is not None and isfinite(x):
+            fl.append(x * sec)
+            fl_ok.append(1)
+        else:
+            fl.append(nan)
+            fl_ok.append(0)
+    np.savez(
+        path,
+        steps=np.frombuffer(step_no, dtype=np.int64),
+        sec=np.asarray(seconds, dtype=np.float64),
+        tok=np.frombuffer(tok, dtype=np.float64),
+        tok_ok=np.frombuffer(bytes(tok_ok), dtype=np.bool_),
+        tw=np.frombuffer(tw, dtype=np.float64),
+        tw_ok=np.frombuffer(bytes(tw_ok), dtype=np.bool_),
+        fl=np.frombuffer(fl, dtype=np.float64),
+        fl_ok=np.frombuffer(bytes(fl_ok), dtype=np.bool_),
+    )
+
+
+def _save_curve(path: Path, points: list[tuple[int, float]]) -> Path:
+    """The loss curve goes to a file: every node computes one, the run uses the reference node's."""
+    import numpy as np
+
+    np.savez(
+        path,
+        steps=np.fromiter((s for s, _ in points), dtype=np.int64, count=len(points)),
+        loss=np.fromiter((v for _, v in points), dtype=np.float64, count=len(points)),
+    )
+    return path
+
+
+def _load_curve(path: Path) -> list[tuple[int, float]]:
+    import numpy as np
+
+    with np.load(path) as z:
+        steps = z["steps"].astype(np.int64, copy=False).tolist()
+        loss = z["loss"].astype(np.float64, copy=False).tolist()
+    return list(zip(steps, loss, strict=True))
+
+
+def digest_node(
+    rank: int,
+    events: Sequence[LogEvent],
+    lines: int,
+    *,
+    ctx: RunContext,
+    log_path: Path | None,
+    host: str,
+    arrays: Path,
+    series_cap: int | None = None,
+    keep_losses: bool = False,
+) -> NodeDigest:
+    """One node's digest (see the module docstring); ``arrays``: where its window figures go;
+    ``series_cap``: default SERIES_CAP. ``keep_losses``: keep every step's loss when the series is
+    bounded (the checkpoint-resume verdicts compare losses step by step)."""
+    cap = SERIES_CAP if series_cap is None else series_cap
+    win = node_window(events, log_clock(log_path))
+    ps = per_step_events(events)
+    own = RunInputs(
+        node_events=[events],
+        ctx=ctx,
+        windows=[win],
+        per_step=[ps],
+        with_steps=[0] if ps else [],
+        num_nodes=1,
+        devices_per_node=ctx.gpus_per_node,
+        total_devices=ctx.gpus_per_node,
+        global_devices=ctx.gpus_per_node,
+        tflops_per_step=None,
+    )
+    sheet = Sheet()
+    losses = loss_section(own, sheet)
+    convergence_section(own, losses, eval_section(own, sheet), sheet)
+    curve = loss_curve_section(own, losses, sheet)
+    # the node's own window figures, as metrics._node_stats computes them
+    w = [s for s in win.steps if s in ps]
+    secs = [ps[s].seconds or 0.0 for s in w]
+    t = sum(secs)
+    ok = bool(w) and t > 0
+    stats = NodeStats(
+        rank=rank,
+        steps_logged=len(ps),
+        last_step=max(ps) if ps else None,
+        window_steps=len(w),
+        step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
+        step_time_mean_ms=1000.0 * t / len(w) if ok else None,
+        tokens_per_sec_per_device=None,
+        tflops_per_sec_per_device=None,
+    )
+    _save_arrays(arrays, [ps[s] for s in w], secs)
+    record, errors = node_record(rank, events, win, stats, host, log_path, None, lines, cap)
+    step_records = sum(1 for e in events if isinstance(e, StepEvent))
+    stalls = win.stalls
+    kept = NodeWindow(
+        steps=[],
+        excluded=win.excluded,
+        stalls=dataclasses.replace(stalls, steady_steps=()) if stalls is not None else None,
+    )
+    thinned = step_records > cap or len(win.steps) > cap
+    exact_losses = (
+        {e.step: e.loss for e in events if isinstance(e, StepEvent) and math.isfinite(e.loss)}
+        if keep_losses and thinned
+        else None
+    )
+    return NodeDigest(
+        rank=rank,
+        record=record,
+        errors=errors,
+        events=slim_events(events),
+        window=kept,
+        stats=stats,
+        window_seconds=t,
+        loss_metrics={k: sheet.m[k] for k in LOSS_METRICS if k in sheet.m},
+        curve=_save_curve(arrays.with_name(arrays.stem + ".curve.npz"), curve),
+        arrays=arrays,
+        step_records=step_records,
+        window_len=len(win.steps),
+        thinned=thinned,
+        series_cap=cap,
+        losses=exact_losses,
+    )
+
+
+class _Figures(NamedTuple):
+    """A node's window steps (its own window order) and their figures, as _save_arrays wrote them."""
+
+    steps: npt.NDArray[np.int64]
+    sec: npt.NDArray[np.float64]
+    tok: npt.NDArray[np.float64]
+    tok_ok: npt.NDArray[np.bool_]
+    tw: npt.NDArray[np.float64]
+    tw_ok: npt.NDArray[np.bool_]
+    fl: npt.NDArray[np.float64]
+    fl_ok: npt.NDArray[np.bool_]
+
+
+def _load(path: Path) -> _Figures:
+    import numpy as np
+
+    with np.load(path) as z:
+        f = np.float64
+        return _Figures(
+            z["steps"].astype(np.int64, copy=False),
+            z["sec"].astype(f, copy=False),
+            z["tok"].astype(f, copy=False),
+            z["tok_ok"].astype(np.bool_, copy=False),
+            z["tw"].astype(f, copy=False),
+            z["tw_ok"].astype(np.bool_, copy=False),
+            z["fl"].astype(f, copy=False),
+            z["fl_ok"].astype(np.bool_, copy=False),
+        )
+
+
+def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
+    """``start`` plus each of ``xs`` in order, as a Python loop of ``+=`` adds them (add.accumulate is
+    sequential, unlike sum)."""
+    import numpy as np
+
+    if not len(xs):
+        return start
+    return float(np.add.accumulate(np.concatenate(([start], xs)))[-1])
+
+
+def _common_steps(digests: Sequence[NodeDigest], with_steps: list[int]) -> npt.NDArray[np.int64] | None:
+    """Pass 1: the steps clean on every node that logged steps, sorted (None: no such node)."""
+    import numpy as np
+
+    common: npt.NDArray[np.int64] | None = None
+    for i in with_steps:
+        steps = _load(digests[i].arrays).steps
+        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
+    return common
+
+
+def _window_figures(
+    digests: Sequence[NodeDigest], run: RunInputs, window: npt.NDArray[np.int64] | None
+) -> tuple[list[NodeStats], list[float] | None, float | None, float | None]:
+    """Pass 2, one node's arrays at a time: each node's stats with its rates, and over ``window`` (None:
+    inconclusive) the slowest node's seconds per step and the tokens and FLOPs summed in the order
+    metrics._perf sums them (None: some step carried none)."""
+    import numpy as np
+
+    devices, tflops_step = run.global_devices, run.tflops_per_step
+    slowest: npt.NDArray[np.float64] | None = None
+    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
+    stats: list[NodeStats] = []
+    for i, d in enumerate(digests):
+        a = _load(d.arrays)
+        tok_ok = a.tok_ok | (a.tw_ok & bool(devices))
+        tok = np.where(a.tok_ok, a.tok, a.tw / (devices or 1))
+        fl_ok = a.fl_ok | (tflops_step is not None)
+        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
+        ok = d.stats.step_time_mean_ms is not None
+        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
+        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
+        stats.append(
+            dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
+        )
+        if window is None or i not in run.with_steps:
+            continue
+        order = np.argsort(a.steps, kind="stable")
+        pos = order[np.searchsorted(a.steps, window, sorter=order)]
+        sec = a.sec[pos]
+        # max() over the nodes in rank order: a later node wins only when strictly greater
+        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
+        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
+        flops_ok = flops_ok and bool(fl_ok[pos].all())
+        tokens = _seq_sum(tokens, tok[pos][tok_ok[pos]])
+        flops = _seq_sum(flops, fl[pos][fl_ok[pos]])
+    if slowest is None:
+        return stats, None, None, None
+    return stats, slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None
+
+
+def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    """Judge one planned run from its nodes' digests (index = rank); the same RunRecord finalize_run
+    makes from every event, with each node's series bounded at the digests' cap."""
+
+    n = len(digests)
+    ctx = run_context(run.judge, n)
+    sheet = Sheet()
+    slim = [d.events for d in digests]
+    num_nodes, per_node, total, global_devices, tflops_step = run_devices(slim, ctx, sheet)
+    inputs = RunInputs(
+        node_events=slim,
+        ctx=ctx,
+        windows=[d.window for d in digests],
+        per_step=[{} for _ in digests],
+        with_steps=[i for i, d in enumerate(digests) if d.stats.steps_logged],
+        num_nodes=num_nodes,
+        devices_per_node=per_node,
+        total_devices=total,
+        global_devices=global_devices,
+        tflops_per_step=tflops_step,
+    )
+    common = _common_steps(digests, inputs.with_steps)
+    window, wstatus, wreason = window_status(
+        [] if common is None else common.tolist(), inputs.with_steps, n, inputs.windows, sheet
+    )
+    stats, slowest, tokens, flops = _window_figures(digests, inputs, common if wstatus == "ok" else None)
+    if slowest is not None:
+        tok_total, tflops_gpu = put_perf(slowest, tokens, flops, inputs, sheet)
+    else:
+        tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
+    stalls = stall_section(inputs, sheet)
+    scaling_and_mfu(inputs, tok_total, tflops_gpu, sheet)
+    ref = inputs.ref
+    if ref is not None:
+        sheet.m.update(digests[ref].loss_metrics)
+        curve = _load_curve(digests[ref].curve)
+    else:
+        losses = loss_section(inputs, sheet)
+        convergence_section(inputs, losses, eval_section(inputs, sheet), sheet)
+        curve = loss_curve_section(inputs, losses, sheet)
+    checkpoint_io(inputs, sheet)
+    result = MetricsOutcome(
+        metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
+        node_windows=inputs.windows,
+        window_steps=window,
+        window_status=wstatus,
+        window_reason=wreason,
+        node_stats=with_lag(stats),
+        loss_curve_points=[(s, v) for s, v in curve if math.isfinite(v)],
+        devices_per_node=per_node,
+        notes=sheet.notes,
+        stalls=stalls,
+    )
+    thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
+    if thinned:
+        result.notes.append(series_note(thinned, digests[0].series_cap))
+    decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
+    verdicts = run_verdicts(run, result, decided[0])
+    nodes = [
+        d.record.model_copy(
+            update={
+                "tokens_per_sec_per_device": s.tokens_per_sec_per_device,
+                "tflops_per_sec_per_device": s.tflops_per_sec_per_device,
+                "lag_pct": s.lag_pct,
+                "straggler": s.straggler,
+            }
+        )
+        for d, s in zip(digests, result.node_stats, strict=True)
+    ]
+    errors = [e for d in digests for e in d.errors]
+    return run_record(run, result, decided, verdicts, nodes, errors, slim)
+
+
+__all__ = ["LOSS_METRICS", "NodeDigest", "digest_node", "finalize_digests", "slim_events"]

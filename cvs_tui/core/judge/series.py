@@ -1,0 +1,90 @@
+"""Bounded per-step series for results.json and the charts of big runs.
+
+The judge computes every metric over every step; only what a run record *lists* per step (a node's
+``steps`` and its window's ``steps``) is bounded, so that a record, results.json and the report stay a
+fixed size per node however long the run. Up to ``SERIES_CAP`` entries a series is exact. Above it:
+
+* the step series is cut into ``(SERIES_CAP - 1) // 5`` buckets of consecutive step records, and each
+  bucket keeps its first record, the ones with the lowest and the highest finite loss, the one with the
+  longest ``seconds`` and its first non-finite loss; the last record is always kept. A spike, a stall
+  or a NaN therefore stays visible on the charts;
+* a window's step list keeps every k-th step and the last one.
+
+Only ``cvs-tui analyze`` bounds its series (a live run's series are as long as it ran); when it does,
+the run's ``notes`` say so (``series_note``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TypeVar
+
+from cvs_tui.core.events import LogEvent, StepEvent
+
+SERIES_CAP = 2000  # entries per node and per series; exact at or below it
+_PER_BUCKET = 5  # first, lowest loss, highest loss, longest seconds, first non-finite loss
+
+T = TypeVar("T")
+
+
+def thin(xs: list[T], cap: int) -> list[T]:
+    """``xs`` when it has at most ``cap`` entries, else every k-th entry and the last (at most ``cap``)."""
+    if len(xs) <= cap:
+        return xs
+    k = -(-len(xs) // max(cap - 1, 1))
+    out = xs[::k]
+    return [*out, xs[-1]] if (len(xs) - 1) % k else out
+
+
+def step_series(events: Sequence[LogEvent], cap: int | None) -> list[StepEvent]:
+    """A node's step records in log order: every one up to ``cap`` (None: no cap), else the bucketed
+    selection described in the module docstring."""
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    if cap is None or len(steps) <= cap:
+        return steps
+    return [steps[i] for i in _decimated(steps, cap)]
+
+
+def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
+    import numpy as np  # only big runs get here; numpy comes with matplotlib
+
+    n = len(steps)
+    loss = np.fromiter((e.loss for e in steps), dtype=np.float64, count=n)
+    secs = np.fromiter(
+        (e.seconds if e.seconds is not None and math.isfinite(e.seconds) else -np.inf for e in steps),
+        dtype=np.float64,
+        count=n,
+    )
+    buckets = max((cap - 1) // _PER_BUCKET, 1)
+    size = -(-n // buckets)
+    keep = {n - 1}
+    for lo in range(0, n, size):
+        part = loss[lo : lo + size]
+        finite = np.isfinite(part)
+        keep.add(lo)
+        if finite.any():
+            keep.add(lo + int(np.where(finite, part, np.inf).argmin()))
+            keep.add(lo + int(np.where(finite, part, -np.inf).argmax()))
+        if not finite.all():
+            keep.add(lo + int(np.flatnonzero(~finite)[0]))
+        sp = secs[lo : lo + size]
+        if np.isfinite(sp).any():
+            keep.add(lo + int(sp.argmax()))
+    return sorted(keep)
+
+
+def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None) -> str:
+    """The run note for nodes whose series were bounded: (rank, step records, window steps) each."""
+    cap = SERIES_CAP if cap is None else cap
+    nodes = ", ".join(f"node {r}: {n:,} step records, {w:,} window steps" for r, n, w in thinned[:8])
+    more = f" and {len(thinned) - 8} more node(s)" if len(thinned) > 8 else ""
+    return (
+        f"per-step series bounded at {cap:,} entries per node ({nodes}{more}): every metric and verdict "
+        f"is computed over every step, but each node's `steps` keeps, per bucket of consecutive records, "
+        "the first, the lowest and highest loss, the longest seconds and the first non-finite loss (and the "
+        "last record), and each node's window `steps` keeps every k-th step and the last"
+    )
+
+
+__all__ = ["SERIES_CAP", "series_note", "step_series", "thin"]
