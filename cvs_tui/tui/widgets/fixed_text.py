@@ -14,9 +14,7 @@ from textual.widgets import Static
 class FixedText(Static):
     """A Static of a fixed size: :meth:`show_text` repaints it alone, and not at all for the same text."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._shown_text: Text | None = None
+    _shown_text: Text | None = None  # set per instance by show_text
 
     def show_text(self, text: Text) -> None:
         if self._shown_text is not None and text == self._shown_text:
