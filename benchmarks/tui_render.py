@@ -153,6 +153,11 @@ async def main(args: argparse.Namespace) -> None:
             i += 1
             if time.monotonic() - t0 >= samples[-1][0] + args.rss_every:
                 samples.append((time.monotonic() - t0, progress.lines, rss_mib()))
+                if args.progress:
+                    print(
+                        f"  {samples[-1][0]:.0f} s: {progress.lines:,} lines, RSS {samples[-1][2]:.0f} MiB",
+                        flush=True,
+                    )
             if args.tracemalloc and snap_full is None and progress.lines >= full_at * 1.2:
                 snap_full = tracemalloc.take_snapshot()
         elapsed = time.monotonic() - t0
@@ -242,6 +247,7 @@ if __name__ == "__main__":
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--key-interval", type=float, default=0.5, help="seconds between key presses")
     ap.add_argument("--tracemalloc", action="store_true", help="compressed: list the sites that grew")
+    ap.add_argument("--progress", action="store_true", help="print each RSS sample as it is taken")
     parsed = ap.parse_args()
     if parsed.tracemalloc:
         tracemalloc.start(1)
