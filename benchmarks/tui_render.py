@@ -172,6 +172,7 @@ async def main(args: argparse.Namespace) -> None:
         held = sum(len(nv.lines) for nv in app.view.runs["BENCH"].nodes.values())
     report(args, latencies, samples, elapsed, busy_cpu, idle_cpu, lines, held, full_at)
     if snap_full is not None and snap_end is not None:
+        print("(with --tracemalloc, RSS holds tracemalloc's own tables: read RSS from a run without it)")
         print("allocation sites that grew after the ring buffers filled (tracemalloc, top 12):")
         for stat in snap_end.compare_to(snap_full, "lineno")[:12]:
             print(f"  {stat}")
