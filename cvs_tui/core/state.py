@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from cvs_tui.core.bounded import MAX_LINE_CHARS, LineBuffer, thin_curve
 from cvs_tui.core.events import (
     ErrorHit,
     GpuTelemetryEvent,
@@ -45,54 +45,9 @@ NODE_BUFFER_LINES = 2000  # lines kept per node for the log pane; older ones are
 MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
 LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
 STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)
-MAX_LINE_CHARS = 1000  # longer lines are cut for display; the log file keeps them whole
+LOSS_CURVE_POINTS = 2000  # a run's loss curve is thinned to half of this when it holds more (bounded.py)
 MAX_ERROR_ROWS = 5000  # error hits listed; later ones are counted (fatal hits are always kept)
 MAX_HEALTH_FINDINGS = 2000  # kernel-log findings listed; later warnings are counted (fatal ones kept)
-
-
-class LineBuffer:
-    """A ring buffer of numbered lines: line ``n`` (1-based) is kept while it is among the newest ones."""
-
-    __slots__ = ("_lines", "next_line")
-
-    def __init__(self, maxlen: int) -> None:
-        self._lines: deque[str] = deque(maxlen=maxlen)
-        self.next_line = 1  # number the next appended line gets
-
-    @property
-    def first_line(self) -> int:
-        return self.next_line - len(self._lines)
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def extend(self, first_line: int, lines: Iterable[str]) -> None:
-        if first_line != self.next_line:
-            # A gap or a restart (e.g. attach began mid-log): keep numbering honest rather than shift lines.
-            self._lines.clear()
-            self.next_line = first_line
-        for text in lines:
-            self._lines.append(text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + " …")
-            self.next_line += 1
-
-    def since(self, line: int) -> tuple[int, list[str]]:
-        """Lines numbered >= ``line`` still held, with the number of the first one returned."""
-        start = max(line, self.first_line)
-        skip = start - self.first_line
-        if skip >= len(self._lines):
-            return start, []
-        if skip == 0:
-            return start, list(self._lines)
-        return start, [self._lines[i] for i in range(skip, len(self._lines))]
-
-    def get(self, line: int) -> str | None:
-        idx = line - self.first_line
-        if 0 <= idx < len(self._lines):
-            return self._lines[idx]
-        return None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._lines)
 
 
 @dataclass
@@ -386,6 +341,8 @@ class RunState:
                 nv.losses.append(le.loss)
                 if ev.node == self._lowest_rank(rv):
                     rv.loss_curve[le.step] = le.loss
+                    if len(rv.loss_curve) > LOSS_CURVE_POINTS:
+                        rv.loss_curve = thin_curve(rv.loss_curve, LOSS_CURVE_POINTS)
             if le.kind is StepKind.TRAIN and le.seconds is not None:
                 nv.step_seconds = le.seconds
                 if math.isfinite(le.seconds) and le.seconds > 0:

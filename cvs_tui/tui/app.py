@@ -205,6 +205,8 @@ class CvsApp(App[QuitChoice]):
     def refresh_now(self) -> None:
         """Apply pending view-model changes to the screen immediately (tests and screenshots)."""
         self._shown_version = -1
+        if self.dashboard.is_mounted:
+            self.dashboard.query_one(NodeTable).hurry()
         self._tick()
 
     # -- navigation ----------------------------------------------------------------------------------

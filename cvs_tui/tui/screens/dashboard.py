@@ -9,11 +9,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.screens.base import RunViewScreen
+from cvs_tui.tui.widgets.fixed_text import FixedText
 from cvs_tui.tui.widgets.log_pane import LogPane, LogSource
 from cvs_tui.tui.widgets.node_table import NodeTable
 from cvs_tui.tui.widgets.run_header import RunHeader
@@ -95,7 +96,7 @@ class DashboardScreen(RunViewScreen):
             yield StageList(id="stages")
             yield NodeTable(id="nodes")
         yield Input(placeholder="find node: rank, host or status; Enter keeps, Esc clears", id="node-find")
-        yield Static(id="detail")
+        yield FixedText(id="detail")
         yield LogPane(id="pane")
         yield Footer()
 
@@ -132,7 +133,7 @@ class DashboardScreen(RunViewScreen):
         rv = view.runs.get(key) if key is not None else None
         table.show(view, rv, ascii_only=ascii_only)
         detail = detail_text(view, key, self.selected_stage)
-        self.query_one("#detail", Static).update(Text(cut_words(detail.plain, max(10, width - 2))))
+        self.query_one("#detail", FixedText).show_text(Text(cut_words(detail.plain, max(10, width - 2))))
         if rv is not None:
             # The top panels take what their rows need, up to 45% of the screen; the log gets the rest.
             listed = sum(not s.startswith(RUN_STAGE_PREFIX) for s in view.stages)

@@ -23,9 +23,10 @@ from textual.containers import Vertical
 from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Log
 
 from cvs_tui.core.state import RunState
+from cvs_tui.tui.widgets.fixed_text import FixedText
 from cvs_tui.tui.widgets.log_lines import LevelHighlighter, read_lines, wrap_line
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class LogPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield FollowLog(id="log")
-        yield Static(id="log-status")
+        yield FixedText(id="log-status")
         yield Input(placeholder="filter lines (text, or !text to hide); Enter keeps, Esc clears", id="filter")
 
     @property
@@ -408,5 +409,7 @@ class LogPane(Vertical):
             text.append(f"  {self._older_notice}", style="dim")
         if self.filter.active:
             text.append(f"   filter {self.filter.text!r}: {self._shown}/{self._held} lines", style="cyan")
-        self.query_one("#log-status", Static).update(text)
-        self.border_title = self.source.label if self.source is not None else "log"
+        self.query_one("#log-status", FixedText).show_text(text)
+        title = self.source.label if self.source is not None else "log"
+        if str(self.border_title) != title:  # setting it repaints the whole pane, even to the same title
+            self.border_title = title

@@ -6,7 +6,9 @@ whose text changed are rendered again, so 64+ nodes updating every tick cost a f
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -16,6 +18,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.strip import Strip
+from textual.timer import Timer
 from textual.widget import Widget
 
 from cvs_tui.core.events import GpuTelemetryEvent, HealthState, NodeState
@@ -24,6 +27,10 @@ from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate, fmt_ste
 from cvs_tui.tui.widgets.sparkline import sparkline
 
 SPARK_WIDTH = 16
+# While a run streams, rows are formatted again at most this often (every row changes on every tick at
+# 256 nodes, and formatting plus repainting them was the largest cost per tick); keys, sort and filter
+# act at once, and the latest state always lands within this time.
+ROW_REFRESH_SECONDS = 0.5
 # (label, widest it gets, priority): a column is as wide as its widest cell (up to the cap) and, when the
 # screen is narrow, columns are dropped from the lowest priority up, so `lag`, `errors` and `health`
 # survive at 80 columns while the loss trend and the last line go first. The last column takes the rest.
@@ -149,6 +156,10 @@ class NodeTable(Widget, can_focus=True):
         self._layout_key: tuple[int, tuple[int, ...]] | None = None
         self._layout: list[tuple[int, int]] = []  # (column index, width) shown
         self._natural: list[int] | None = None  # each column's content width; None: measure again
+        self._formatted_at = -math.inf  # when show() last took the run's state (monotonic)
+        self._due = False  # take the next state at once (sort, filter, a caller that needs it now)
+        self._latest: tuple[RunState, RunView, bool] | None = None  # held back by the rate cap
+        self._flush_timer: Timer | None = None
 
     # -- data ----------------------------------------------------------------------------------------
     @property
@@ -163,9 +174,18 @@ class NodeTable(Widget, can_focus=True):
             self.move_cursor(self._ranks.index(rank))
 
     def show(self, view: RunState, rv: RunView | None, *, ascii_only: bool) -> None:
-        """Take the run's current state; only rows on screen are formatted now, the rest when shown."""
+        """Take the run's current state (at most every ROW_REFRESH_SECONDS while it streams, the latest
+        one after that); only rows on screen are formatted now, the rest when shown."""
         if rv is None:
             return
+        now = time.monotonic()
+        if rv.key == self._shown_run and not self._due and now - self._formatted_at < ROW_REFRESH_SECONDS:
+            self._latest = (view, rv, ascii_only)
+            if self._flush_timer is None:
+                wait = self._formatted_at + ROW_REFRESH_SECONDS - now
+                self._flush_timer = self.set_timer(wait, self._flush)
+            return
+        self._formatted_at, self._due, self._latest = now, False, None
         if rv.key != self._shown_run:
             self._shown_run = rv.key
             self._cells.clear()
@@ -190,6 +210,23 @@ class NodeTable(Widget, can_focus=True):
             changed = self._ensure_cells(ranks[row]) or changed
         if changed:
             self.refresh()
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        if self._latest is not None:
+            view, rv, ascii_only = self._latest
+            rows = len(self._ranks)
+            self.show(view, rv, ascii_only=ascii_only)
+            if len(self._ranks) != rows:  # nodes joined: the screen sizes the panel to the rows
+                self.post_message(self.Reordered())
+
+    def hurry(self) -> None:
+        """Take the state held back by the rate cap now, and the next one at once."""
+        self._due = True
+        if self._latest is not None:
+            if self._flush_timer is not None:
+                self._flush_timer.stop()
+            self._flush()
 
     def _ordered(self, rv: RunView, view: RunState) -> list[int]:
         """The run's ranks, filtered by :attr:`name_filter` and sorted by :attr:`sort_mode`."""
@@ -227,6 +264,7 @@ class NodeTable(Widget, can_focus=True):
 
     def _after_reorder(self) -> None:
         # the next show() reorders; ask the screen for one now so the key feels instant
+        self._due = True
         self.refresh()
         self.post_message(self.Reordered())
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rich.text import Text
-from textual.widgets import Static
 
 from cvs_tui.core.state import RunState
 from cvs_tui.render.format import fmt_duration, fmt_steps
+from cvs_tui.tui.widgets.fixed_text import FixedText
 
 KNOWN_INFO = ("config", "model", "mode", "gpu")
 
@@ -41,7 +41,7 @@ def header_line(info: Mapping[str, str], title: str, width: int) -> Text:
     return line
 
 
-class RunHeader(Static):
+class RunHeader(FixedText):
     """Config, model, mode, GPU on one line; the verdict or stage, run, steps, elapsed and ETA below."""
 
     DEFAULT_CSS = """
@@ -87,4 +87,4 @@ class RunHeader(Static):
             line2.append("  ETA ", style="dim")
             line2.append("-" if eta is None else fmt_duration(eta))
         line2.truncate(width, overflow="ellipsis")
-        self.update(Text("\n", no_wrap=True).join([line1, line2]))
+        self.show_text(Text("\n", no_wrap=True).join([line1, line2]))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual import events
 from textual.message import Message
-from textual.widgets import Static
 
 from cvs_tui.core.events import StageState
 from cvs_tui.core.state import RunState, RunView
 from cvs_tui.render.format import OUTCOME_MARK, OUTCOME_STYLE, STAGE_MARK, steps_done
+from cvs_tui.tui.widgets.fixed_text import FixedText
 
 RUN_STAGE_PREFIX = "run:"  # one stage per run: the Runs list already shows each run once
 
@@ -25,7 +25,7 @@ def run_cell(rv: RunView, *, ascii_only: bool) -> tuple[str, str, str]:
     return (asc if ascii_only else uni), style, pct
 
 
-class StageList(Static):
+class StageList(FixedText):
     """Stages in the order they were announced (without the per-run ones), then the runs."""
 
     DEFAULT_CSS = """
@@ -100,7 +100,8 @@ class StageList(Static):
         elif line >= self._start + height:
             self._start = line - height + 1
         self._start = max(0, min(self._start, max(0, len(parts) - height)))
-        self.update(
+        # its width is set by the dashboard from content_width, its height by the panel: no layout pass
+        self.show_text(
             Text("\n", no_wrap=True, overflow="ellipsis").join(parts[self._start : self._start + height])
         )
 
