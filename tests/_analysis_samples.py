@@ -20,7 +20,7 @@ from cvs_tui.core.events import (
     SystemInfoEvent,
     TflopsPerStepEvent,
 )
-from cvs_tui.core.judge import base_results, finalize_run
+from cvs_tui.core.judge.finalize import base_results, finalize_run
 from cvs_tui.core.offline import planned_run
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results

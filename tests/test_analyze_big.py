@@ -15,8 +15,8 @@ from _analysis_samples import FIXTURES, load_local, planned
 
 from cvs_tui.core import offline
 from cvs_tui.core.events import StepEvent
-from cvs_tui.core.judge import finalize_run
 from cvs_tui.core.judge.digest import NodeDigest
+from cvs_tui.core.judge.finalize import finalize_run
 from cvs_tui.core.judge.series import SERIES_CAP, thin
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import RunRecord

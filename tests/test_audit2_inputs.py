@@ -15,7 +15,7 @@ from cvs_tui.cli.main import main
 from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.events import RunOutcome, StepEvent
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
-from cvs_tui.core.judge import decide_outcome
+from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results, write_results
 

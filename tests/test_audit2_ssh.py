@@ -50,7 +50,7 @@ def test_opting_out_is_a_plan_warning(tmp_path: Path) -> None:
 
 def test_opting_out_is_said_at_the_top_of_the_report(tmp_path: Path) -> None:
     """The warning reaches results.json and report.html, not only the terminal (audit #16)."""
-    from cvs_tui.core.judge import base_results
+    from cvs_tui.core.judge.finalize import base_results
     from cvs_tui.core.report import write_reports
 
     cl = tmp_path / "cluster.json"

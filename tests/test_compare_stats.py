@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from cvs_tui.core.compare import stats as cs
-from cvs_tui.core.judge import loss_agreement
+from cvs_tui.core.judge.checkpoint import loss_agreement
 
 
 def test_bootstrap_is_deterministic() -> None:

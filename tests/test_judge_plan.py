@@ -9,7 +9,7 @@ from pathlib import Path
 
 from _analysis_samples import FIXTURES, load_local, plan_of
 
-from cvs_tui.core.judge import loss_agreement
+from cvs_tui.core.judge.checkpoint import loss_agreement
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.offline import analyze_paths, plan_for, read_plan
 from cvs_tui.core.plan import Plan

@@ -14,7 +14,7 @@ from _analysis_samples import FIXTURES, load_local
 
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.events import RunEvent, StallsEvent
-from cvs_tui.core.judge import stall_events
+from cvs_tui.core.judge.finalize import stall_events
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.plan import build_plan
 from cvs_tui.core.replay import replay_events

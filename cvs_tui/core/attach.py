@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cvs_tui.core.config.model import slugify
 from cvs_tui.core.events import (
     EventDecodeError,
     LogLinesEvent,
@@ -25,6 +24,7 @@ from cvs_tui.core.events import (
     event_from_dict,
 )
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.slug import slugify
 
 POLL_SECONDS = 0.25
 TAIL_START_BYTES = 4 * 1024 * 1024  # on attach, a long log is read from this far before its end

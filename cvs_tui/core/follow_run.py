@@ -33,7 +33,7 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.follow import Follower
-from cvs_tui.core.judge import stall_events, verdict_events
+from cvs_tui.core.judge.finalize import stall_events, verdict_events
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan

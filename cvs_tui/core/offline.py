@@ -20,9 +20,9 @@ from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
-from cvs_tui.core.judge import base_results, judge_checkpoint_resume
+from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.digest import NodeDigest, digest_node, finalize_digests
-from cvs_tui.core.judge.finalize import run_context
+from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file

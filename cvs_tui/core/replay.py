@@ -23,7 +23,7 @@ from cvs_tui.core.events import (
     StageState,
     SuiteEndEvent,
 )
-from cvs_tui.core.judge import stall_events, verdict_events
+from cvs_tui.core.judge.finalize import stall_events, verdict_events
 from cvs_tui.core.offline import parse_log_file
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.results import Results

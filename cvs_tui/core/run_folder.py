@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cvs_tui.core.atomic import write_atomic
-from cvs_tui.core.config.model import slugify
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
+from cvs_tui.core.slug import slugify
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import Plan

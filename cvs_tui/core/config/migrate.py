@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.config.loader import is_old_layout
-from cvs_tui.core.config.model import slugify
 from cvs_tui.core.config.problems import Problems
 from cvs_tui.core.config.thresholds import read_json_object
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.slug import slugify
 
 # Old `nccl` / `jax_distributed` fields the old launcher exported -> their env var in container.env
 # (ib_tc / ib_sl / ib_gid_index were never exported: the configs repeat them in env_vars).

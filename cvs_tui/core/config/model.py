@@ -142,10 +142,6 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def slugify(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_")
-
-
 def dump_config(config: CvsConfig) -> dict[str, Any]:
     """The config as a JSON-ready dict that loads back to an equal CvsConfig (placeholders resolved)."""
     return config.model_dump(mode="json", exclude_none=True)

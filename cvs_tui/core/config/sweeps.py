@@ -10,8 +10,9 @@ import copy
 import difflib
 from typing import Any
 
-from cvs_tui.core.config.model import RunSpec, slugify
+from cvs_tui.core.config.model import RunSpec
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+from cvs_tui.core.slug import slugify
 
 # Keys the driver injects into every run's YAML; a config that sets them would be silently overridden.
 INJECTED_KEYS = ("run_name", "base_output_directory")

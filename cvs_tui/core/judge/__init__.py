@@ -12,29 +12,7 @@ Modules, in the order a run is judged:
 * ``format``: the one number formatter every view uses.
 
 The judge reads a :class:`~cvs_tui.core.plan.Plan` and events; it never imports the runner.
+
+Nothing is imported here: a view that needs only ``format`` must not pay for the judge (the TUI's
+first frame); import from the modules.
 """
-
-from __future__ import annotations
-
-from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume, loss_agreement
-from cvs_tui.core.judge.finalize import (
-    base_results,
-    finalize_run,
-    stage_records,
-    stall_events,
-    verdict_events,
-)
-from cvs_tui.core.judge.format import format_number
-from cvs_tui.core.judge.outcome import decide_outcome
-
-__all__ = [
-    "base_results",
-    "decide_outcome",
-    "finalize_run",
-    "format_number",
-    "judge_checkpoint_resume",
-    "loss_agreement",
-    "stage_records",
-    "stall_events",
-    "verdict_events",
-]

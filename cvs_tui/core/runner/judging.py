@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge import (
+from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
+from cvs_tui.core.judge.finalize import (
     base_results,
     finalize_run,
-    judge_checkpoint_resume,
     stage_records,
     stall_events,
     verdict_events,

@@ -6,7 +6,6 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-import plotext
 from rich.style import Style
 from rich.text import Span, Text
 from textual.widgets import Static
@@ -24,6 +23,8 @@ def loss_plot_text(
     marked = [(s, v) for s, v in points if s in marks]
     # Block markers survive the Linux console and PuTTY; braille does not.
     marker = "*" if ascii_only else "hd"
+    import plotext  # here, not at the top: ~0.25 s of import the first frame need not wait for
+
     fig: Any = getattr(plotext, "figure", None)
     if fig is not None and hasattr(fig, "signal"):  # plotext >= 6: one master figure object
         fig.clear()
