@@ -57,6 +57,12 @@ def follow_command(path: str, offset: int, interval: float = 0.0) -> str:
     return f"if tail ---disable-inotify --version >/dev/null 2>&1; then {polled}; else {plain}; fi"
 
 
+def _being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not only a read it waits on)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class LogTailer:
     """Follows one file on one node from ``offset``; reconnects with backoff after a drop."""
 
@@ -82,10 +88,13 @@ class LogTailer:
         self.backoff = backoff or Backoff(attempts=8, initial=0.2, factor=2.0, maximum=5.0)
         self.reconnects = 0  # how many times the stream was re-opened after a drop
         self._stop = asyncio.Event()
+        self._reading: asyncio.Future[bytes] | None = None  # the follow read in progress
 
     def stop(self) -> None:
         """End :meth:`chunks` at the next opportunity (the data already yielded stays counted)."""
         self._stop.set()
+        if self._reading is not None:
+            self._reading.cancel()  # hands out nothing: the offset counts only what was handed out
 
     @property
     def stopped(self) -> bool:
@@ -141,17 +150,19 @@ class LogTailer:
         proc: NodeProcess = await self.transport.start_process(
             follow_command(self.path, self.offset, self.coalesce)
         )
-        stop_task = asyncio.ensure_future(self._stop.wait())
         try:
-            while True:
-                read_task = asyncio.ensure_future(proc.read(self.chunk_size))
-                done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-                if read_task not in done:
-                    read_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await read_task
-                    return
-                data = read_task.result()
+            while not self._stop.is_set():
+                # a read that stop() can end: it cancels the read (cheaper than waiting on the read
+                # and the stop event together, which hundreds of streams pay for every chunk)
+                read = self._reading = asyncio.ensure_future(proc.read(self.chunk_size))
+                try:
+                    data = await read
+                except asyncio.CancelledError:
+                    if read.cancelled() and self._stop.is_set() and not _being_cancelled():
+                        return
+                    raise
+                finally:
+                    self._reading = None
                 if not data:
                     raise CommandError(f"{self.transport.name}: tail of {self.path} ended", -1)
                 yield data
@@ -159,7 +170,6 @@ class LogTailer:
                     # what arrives meanwhile waits in the channel's buffer; the next read takes all of it
                     await asyncio.sleep(self.coalesce)
         finally:
-            stop_task.cancel()
             await proc.close()
 
     async def _poll(self) -> AsyncIterator[bytes]:
