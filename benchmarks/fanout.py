@@ -48,7 +48,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import NodeLogEvent, RunEvent, StepEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.tail import COALESCE_S, LogTailer
+from cvs_tui.core.runner.tail import LogTailer, coalesce_for
 from cvs_tui.core.runner.transport import SSHTransport
 from cvs_tui.core.runner.watchdog import NodeWatch
 from cvs_tui.core.state import RunState
@@ -94,7 +94,7 @@ async def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--profile", metavar="FILE", help="cProfile the streaming window into FILE")
     ap.add_argument(
-        "--coalesce", type=float, default=COALESCE_S, help=f"the tailers' latency budget ({COALESCE_S} s)"
+        "--coalesce", type=float, help="the tailers' latency budget, s (default: a live run's, coalesce_for)"
     )
     ap.add_argument(
         "--transport-only",
@@ -144,7 +144,8 @@ async def main() -> int:
     ]
     for r in ranks:
         r.local_log.write_bytes(b"")
-    tailers = [LogTailer(t, p, coalesce=args.coalesce) for t, p in zip(transports, paths, strict=True)]
+    coalesce = coalesce_for(args.nodes) if args.coalesce is None else args.coalesce
+    tailers = [LogTailer(t, p, coalesce=coalesce) for t, p in zip(transports, paths, strict=True)]
 
     reads = [0]
 
@@ -172,7 +173,7 @@ async def main() -> int:
         print(
             f"{args.nodes} nodes: {args.nodes} SSH connections to {', '.join(infra.nodes)} port {infra.port} "
             f"(connected in {time.perf_counter() - t0:.1f} s); {args.rate:g} lines/s per node for "
-            f"{args.seconds:g} s = {args.nodes * expected} lines"
+            f"{args.seconds:g} s = {args.nodes * expected} lines; coalescing {coalesce:g} s"
         )
         readers = [asyncio.create_task(follow(i)) for i in range(args.nodes)]
         await asyncio.sleep(1.0 + args.nodes / 200)  # every stream open before the first line

@@ -12,9 +12,16 @@ what it costs on a 1 kB one.
 
 Following coalesces, within a latency budget of ``coalesce`` seconds: the node's tail sends what was
 written every ``coalesce`` seconds in one write (see :func:`follow_command`), and after handing out a
-chunk this side waits ``coalesce`` seconds before the next read, so whatever arrives meanwhile comes as
-one chunk. A busy node then costs one SSH packet and one read (one chunk, one parse, one batch of
-events) per ``coalesce`` seconds instead of one of each per line.
+chunk this side waits half of that before the next read, so what a tail without that option sends
+(one write per line) comes in at most two chunks per ``coalesce`` seconds, while the next write of a
+tail that has it finds the read already waiting (no wait added to the tail's). A busy node then costs
+one SSH packet and one read (one chunk, one parse, one batch of events) per ``coalesce`` seconds
+instead of one of each per line.
+
+That cost is per packet (see benchmarks/fanout.py: decrypting and dispatching a packet in asyncssh,
+waking the reader, a parse), so a run that follows many nodes gives each a larger budget, from
+:func:`coalesce_for`: 0.15 s up to 150 nodes, then what keeps the packets of all nodes together near
+``PACKETS_PER_S`` a second (0.26 s at 256 nodes, 0.5 s at 512 and more).
 """
 
 from __future__ import annotations
@@ -39,7 +46,14 @@ from cvs_tui.core.runner.transport import (
 log = logging.getLogger(__name__)
 
 Mode = Literal["follow", "poll"]
-COALESCE_S = 0.15  # the latency budget of a busy stream (see above); 512 nodes stay under one core
+COALESCE_S = 0.15  # the latency budget of a busy stream (see above) while few are followed
+PACKETS_PER_S = 1000  # with more streams, their budgets keep their packets together about this rate
+MAX_COALESCE_S = 0.5  # ... but never wait longer than this
+
+
+def coalesce_for(streams: int) -> float:
+    """The latency budget of each of ``streams`` streams followed at once (see above)."""
+    return min(MAX_COALESCE_S, max(COALESCE_S, streams / PACKETS_PER_S))
 
 
 def follow_command(path: str, offset: int, interval: float = 0.0) -> str:
@@ -168,7 +182,7 @@ class LogTailer:
                 yield data
                 if self.coalesce > 0 and not self._stop.is_set():
                     # what arrives meanwhile waits in the channel's buffer; the next read takes all of it
-                    await asyncio.sleep(self.coalesce)
+                    await asyncio.sleep(self.coalesce / 2)
         finally:
             await proc.close()
 
