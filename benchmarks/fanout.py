@@ -31,27 +31,30 @@ tailer's read wakes) and one parse per chunk. So read the CPU figure beside the 
 loaded machine the loop falls behind, chunks grow and the CPU per line drops, which is no gain.
 On a machine shared with other jobs run it at ``nice -n -10`` (as root): the figures below were.
 
-Figures (2 cores shared with other jobs at load 11-13, ``nice -n -10``, 30 s; before = the same
+Figures (2 cores shared with other jobs at load 5-10, ``nice -n -10``, 30 s; before = the same
 script with ``PYTHONPATH`` at the code before this change, 0.15 s coalescing for every node count):
 
-- 64 nodes (0.15 s either way): 221 -> 191 us per line (28 -> 25 % of a core, 3.0 lines per read),
-  latency p50/p95/max 150/254/355 -> 78/146/289 ms, RSS 137 MiB; load 12.
-- 256 nodes (0.256 s after): 83 us per line at 30 lines per read (the loop behind) -> 90 us at 7.1
-  (42 -> 46 %), latency 1.9/3.8/5.7 s -> 0.43/0.91/2.4 s, RSS 358 -> 353 MiB; load 11-12.
-- 512 nodes (0.5 s after): 61 -> 50 us per line (63 -> 51 %; 41 lines per read after), latency
-  8.9/17.6/22.9 s -> 2.8/6.3/8.6 s (the nodes' sshd and tail starve at that load), RSS 683 -> 654 MiB;
-  load 12-16.
-- ``--transport-only``: 256 nodes 42 us per line at 5.1 lines per read (22 % of a core, p95 260 ms),
-  512 nodes 25 us at 9.8 (25 %, p95 488 ms); load 12-13.
+- 64 nodes (0.15 s either way): 218 -> 172 us per line (28 -> 22 % of a core, 3.0 lines per read),
+  latency p50/p95/max 155/261/394 -> 77/145/180 ms, RSS 137 MiB; load 6-10.
+- 256 nodes (0.256 s after): 138 -> 126 us per line (71 -> 65 %) at the same 5.2 -> 5.1 lines per
+  read (the loop was behind before), latency 287/780/1353 -> 167/318/732 ms, RSS 354 -> 353 MiB;
+  load 5-7.
+- 512 nodes (0.5 s after): 56 -> 70 us per line (58 -> 72 %; 11 lines per read after), latency
+  10.5/20.5/24.7 s (the loop far behind) -> 0.48/1.37/2.26 s, RSS 695 -> 642 MiB; load 6-10.
+- ``--transport-only``, 256 nodes: 55 us per line at 5.1 lines per read, 28 % of a core, latency
+  133/249/379 ms (load 7); 512 nodes: 25 us at 9.8, 25 % (load 12).
+- At load 11-13 the same runs read: 64 nodes 221 -> 191 us per line; 256 nodes 83 us at 30 lines per
+  read -> 90 us at 7.1, p95 3.8 -> 0.91 s; 512 nodes 61 -> 50 us, p95 17.6 -> 6.3 s.
 
 Where the time goes (cProfile of the 256-node run, tottime; the profiler inflates Python calls): before,
 the events.jsonl encoder (``_plain``'s recursion over every event, then ``json``), the state reducer
 and the per-chunk file open; after, the fast-path step encoder (4.5 us a step instead of 10.5 us
 unprofiled), the reducer, and asyncssh's per-packet work (``_recv_packet``, decryption, packet
-logging, a keepalive timer reset per receive). ``--transport-only`` at 256 nodes: 42 us per line at
-5.1 lines per read, some 215 us of CPU per read on this loaded machine, 22 % of a core: one SSH
-connection per node costs that per packet, whatever the core does with the bytes, and that is why
-the budget per node grows with the node count.
+logging, a keepalive timer reset per receive). ``--transport-only`` at 256 nodes: 55 us per line at
+5.1 lines per read, some 280 us of CPU per packet, 28 % of a core of the 65 % the whole path takes:
+one SSH connection per node costs that per packet, whatever the core does with the bytes, and that
+is why the budget per node grows with the node count. Ingestion in place costs about twice what
+``benchmarks/fanout_ingest.py`` measures for the same chunks alone (caches shared with asyncssh).
 """
 
 from __future__ import annotations
