@@ -20,8 +20,8 @@ instead of one of each per line.
 
 That cost is per packet (see benchmarks/fanout.py: decrypting and dispatching a packet in asyncssh,
 waking the reader, a parse), so a run that follows many nodes gives each a larger budget, from
-:func:`coalesce_for`: 0.15 s up to 150 nodes, then what keeps the packets of all nodes together near
-``PACKETS_PER_S`` a second (0.26 s at 256 nodes, 0.5 s at 512 and more).
+:func:`coalesce_for`: 0.15 s up to 96 nodes, then what keeps the packets of all nodes together near
+``PACKETS_PER_S`` a second (0.4 s at 256 nodes), at most 0.5 s (from 320 nodes).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["follow", "poll"]
 COALESCE_S = 0.15  # the latency budget of a busy stream (see above) while few are followed
-PACKETS_PER_S = 1000  # with more streams, their budgets keep their packets together about this rate
+PACKETS_PER_S = 640  # with more streams, their budgets keep their packets together about this rate
 MAX_COALESCE_S = 0.5  # ... but never wait longer than this
 
 
