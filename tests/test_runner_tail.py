@@ -207,3 +207,35 @@ async def test_a_busy_stream_comes_in_coalesced_chunks(tmp_path: Path) -> None:
     _check_sequence(b"".join(chunks), 0, 99)
     took = time.monotonic() - t0  # about 1.2 s; longer on a busy machine, with more lines per chunk
     assert len(chunks) <= min(took / 0.2 + 3, 40), (len(chunks), took)
+
+
+async def test_stop_ends_a_follow_that_waits_for_bytes_and_a_cancel_is_not_taken_for_a_stop(
+    tmp_path: Path,
+) -> None:
+    """stop() cancels the read in progress: the stream ends at once, with nothing lost or repeated; a
+    cancel of the reading task itself goes on as a cancel."""
+    path = tmp_path / "node0.log"
+    path.write_bytes(b"one\n")
+    tailer = LogTailer(LocalTransport(), str(path), coalesce=0.05)
+    got: list[bytes] = []
+
+    async def consume(t: LogTailer) -> None:
+        async for chunk in t.chunks():
+            got.append(chunk)
+
+    task = asyncio.create_task(consume(tailer))
+    while not got:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # past the coalescing pause: waiting in a read of an idle file
+    assert tailer._reading is not None
+    tailer.stop()
+    await asyncio.wait_for(task, 5)
+    assert b"".join(got) == b"one\n" and tailer.offset == 4
+
+    other = LogTailer(LocalTransport(), str(path), offset=4, coalesce=0.05)
+    task = asyncio.create_task(consume(other))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not other.stopped

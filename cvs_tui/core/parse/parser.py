@@ -184,7 +184,8 @@ class NodeLogParser:
         out: list[tuple[tuple[int, int, int], LogEvent]] = []
         append = out.append
         found = self._finder.find(buf, starts, end)
-        for r, (_anchors, handler) in enumerate(d.RULES):
+        # most batches (step lines only) hold no literal at all: nothing to look up per rule then
+        for r, (_anchors, handler) in enumerate(d.RULES if found else ()):
             lits = self._rule_lits[r]
             found_recs = found.get(lits[0])
             for lit in lits[1:]:
@@ -231,8 +232,11 @@ class NodeLogParser:
         found: dict[int, set[int]],
     ) -> list[tuple[tuple[int, int, int], LogEvent]]:
         cands: dict[int, set[int]] = {}  # record -> signature indexes to try
-        for lit, sig_ids in self._lit_sigs.items():
-            for i in found.get(lit, ()):
+        for lit, recs in found.items():  # the literals found, mostly none (not every signature's)
+            sig_ids = self._lit_sigs.get(lit)
+            if sig_ids is None:
+                continue
+            for i in recs:
                 if i not in skip:
                     cands.setdefault(i, set()).update(sig_ids)
         for k in self._full_sigs:

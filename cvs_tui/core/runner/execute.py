@@ -47,7 +47,14 @@ from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import RunRecord
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner import judging
-from cvs_tui.core.runner.ingest import WARNINGS_KEPT, RankLog, feed_rank, finish_rank, split_lines
+from cvs_tui.core.runner.ingest import (
+    WARNINGS_KEPT,
+    RankLog,
+    append_bytes,
+    feed_rank,
+    finish_rank,
+    split_lines,
+)
 from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
@@ -254,8 +261,7 @@ class RunExecution:
         if self.local_error is not None:
             return  # the copy can no longer be kept byte for byte: the run is being stopped
         try:
-            with r.local_log.open("ab") as fh:
-                fh.write(chunk)
+            append_bytes(r.local_log, chunk)
         except OSError as exc:
             self._local_failed(exc, r.local_log)
             return

@@ -10,6 +10,7 @@ warning hits past ``WARNINGS_KEPT`` are counted, not kept (the judge only counts
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,21 @@ def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:
     for ev in r.parser.finish():
         r.events.append(ev)
         emit(NodeLogEvent(run=run, node=r.watch.rank, event=ev))
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (the run folder's copy of a node log), every byte before it returns.
+
+    The file is opened for each chunk, not held: a run holds an SSH connection per node already, and a
+    descriptor per node more would reach a 1024-file limit at some 500 nodes. ``os.open`` costs half of
+    ``Path.open``'s buffered file object."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def split_lines(r: RankLog, chunk: bytes) -> list[str]:

@@ -39,7 +39,7 @@ from cvs_tui.core.runner.launcher import (
     scan_command,
 )
 from cvs_tui.core.runner.options import MIN_FREE_BYTES, RunOptions
-from cvs_tui.core.runner.tail import LogTailer
+from cvs_tui.core.runner.tail import LogTailer, coalesce_for
 from cvs_tui.core.runner.transport import (
     CommandResult,
     Transport,
@@ -67,7 +67,9 @@ class NodeJob:
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         # the tailer exists from this call on, so stop_following works before the first chunk
-        tailer = LogTailer(self.launcher.transports[rank], self.log_paths[rank])
+        tailer = LogTailer(
+            self.launcher.transports[rank], self.log_paths[rank], coalesce=coalesce_for(self.ranks)
+        )
         self._tailers[rank] = tailer
         return self._chunks(rank, tailer)
 

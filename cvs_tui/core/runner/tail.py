@@ -12,9 +12,16 @@ what it costs on a 1 kB one.
 
 Following coalesces, within a latency budget of ``coalesce`` seconds: the node's tail sends what was
 written every ``coalesce`` seconds in one write (see :func:`follow_command`), and after handing out a
-chunk this side waits ``coalesce`` seconds before the next read, so whatever arrives meanwhile comes as
-one chunk. A busy node then costs one SSH packet and one read (one chunk, one parse, one batch of
-events) per ``coalesce`` seconds instead of one of each per line.
+chunk this side waits half of that before the next read, so what a tail without that option sends
+(one write per line) comes in at most two chunks per ``coalesce`` seconds, while the next write of a
+tail that has it finds the read already waiting (no wait added to the tail's). A busy node then costs
+one SSH packet and one read (one chunk, one parse, one batch of events) per ``coalesce`` seconds
+instead of one of each per line.
+
+That cost is per packet (see benchmarks/fanout.py: decrypting and dispatching a packet in asyncssh,
+waking the reader, a parse), so a run that follows many nodes gives each a larger budget, from
+:func:`coalesce_for`: 0.15 s up to 96 nodes, then what keeps the packets of all nodes together near
+``PACKETS_PER_S`` a second (0.4 s at 256 nodes), at most 0.5 s (from 320 nodes).
 """
 
 from __future__ import annotations
@@ -39,7 +46,14 @@ from cvs_tui.core.runner.transport import (
 log = logging.getLogger(__name__)
 
 Mode = Literal["follow", "poll"]
-COALESCE_S = 0.15  # the latency budget of a busy stream (see above); 512 nodes stay under one core
+COALESCE_S = 0.15  # the latency budget of a busy stream (see above) while few are followed
+PACKETS_PER_S = 640  # with more streams, their budgets keep their packets together about this rate
+MAX_COALESCE_S = 0.5  # ... but never wait longer than this
+
+
+def coalesce_for(streams: int) -> float:
+    """The latency budget of each of ``streams`` streams followed at once (see above)."""
+    return min(MAX_COALESCE_S, max(COALESCE_S, streams / PACKETS_PER_S))
 
 
 def follow_command(path: str, offset: int, interval: float = 0.0) -> str:
@@ -55,6 +69,12 @@ def follow_command(path: str, offset: int, interval: float = 0.0) -> str:
         return plain
     polled = f"exec tail ---disable-inotify -s {interval:g} {start} -F -- {q} 2>/dev/null"
     return f"if tail ---disable-inotify --version >/dev/null 2>&1; then {polled}; else {plain}; fi"
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not only a read it waits on)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class LogTailer:
@@ -82,10 +102,13 @@ class LogTailer:
         self.backoff = backoff or Backoff(attempts=8, initial=0.2, factor=2.0, maximum=5.0)
         self.reconnects = 0  # how many times the stream was re-opened after a drop
         self._stop = asyncio.Event()
+        self._reading: asyncio.Future[bytes] | None = None  # the follow read in progress
 
     def stop(self) -> None:
         """End :meth:`chunks` at the next opportunity (the data already yielded stays counted)."""
         self._stop.set()
+        if self._reading is not None:
+            self._reading.cancel()  # hands out nothing: the offset counts only what was handed out
 
     @property
     def stopped(self) -> bool:
@@ -141,25 +164,26 @@ class LogTailer:
         proc: NodeProcess = await self.transport.start_process(
             follow_command(self.path, self.offset, self.coalesce)
         )
-        stop_task = asyncio.ensure_future(self._stop.wait())
         try:
-            while True:
-                read_task = asyncio.ensure_future(proc.read(self.chunk_size))
-                done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-                if read_task not in done:
-                    read_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await read_task
-                    return
-                data = read_task.result()
+            while not self._stop.is_set():
+                # a read that stop() can end: it cancels the read (cheaper than waiting on the read
+                # and the stop event together, which hundreds of streams pay for every chunk)
+                read = self._reading = asyncio.ensure_future(proc.read(self.chunk_size))
+                try:
+                    data = await read
+                except asyncio.CancelledError:
+                    if read.cancelled() and self._stop.is_set() and not _being_cancelled():
+                        return
+                    raise
+                finally:
+                    self._reading = None
                 if not data:
                     raise CommandError(f"{self.transport.name}: tail of {self.path} ended", -1)
                 yield data
                 if self.coalesce > 0 and not self._stop.is_set():
                     # what arrives meanwhile waits in the channel's buffer; the next read takes all of it
-                    await asyncio.sleep(self.coalesce)
+                    await asyncio.sleep(self.coalesce / 2)
         finally:
-            stop_task.cancel()
             await proc.close()
 
     async def _poll(self) -> AsyncIterator[bytes]:
