@@ -40,14 +40,22 @@ class Infra:
     user2: str | None = None  # a second node user with the same key (None: infra from before it existed)
 
 
-def load_infra() -> Infra | None:
-    if not ENV_FILE.is_file():
+def read_env_file(path: Path) -> dict[str, str] | None:
+    """The ``export NAME=value`` lines a CI script wrote (values shell-unquoted); None when it is absent."""
+    if not path.is_file():
         return None
     env: dict[str, str] = {}
-    for line in ENV_FILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         m = re.match(r"^export ([A-Z0-9_]+)=(.*)$", line.strip())
         if m:
             env[m.group(1)] = " ".join(shlex.split(m.group(2)))
+    return env
+
+
+def load_infra() -> Infra | None:
+    env = read_env_file(ENV_FILE)
+    if env is None:
+        return None
     return Infra(
         root=env["CVS_TEST_ROOT"],
         docker_host=env["DOCKER_HOST"],

@@ -7,13 +7,13 @@ naming the file, only when it is absent.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _runner_infra import read_env_file
 
 from cvs_tui.core.runner.slurm import SlurmClient
 
@@ -40,13 +40,9 @@ class SlurmInfra:
 
 
 def load() -> SlurmInfra | None:
-    if not ENV_FILE.is_file():
+    env = read_env_file(ENV_FILE)
+    if env is None:
         return None
-    env: dict[str, str] = {}
-    for line in ENV_FILE.read_text().splitlines():
-        m = re.match(r"^export ([A-Z_]+)=(.*)$", line.strip())
-        if m:
-            env[m.group(1)] = " ".join(shlex.split(m.group(2)))
     return SlurmInfra(
         root=env["CVS_SLURM_ROOT"],
         conf=env["SLURM_CONF"],
