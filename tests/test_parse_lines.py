@@ -451,6 +451,17 @@ def test_standard_logger_dict_line() -> None:
     ]
 
 
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_standard_logger_duration_past_a_doubles_range_is_infinite_not_an_internal_error(digits: int) -> None:
+    # found by the fuzz suite: float(int) overflowed (400 digits), int() refused (past 4300 digits)
+    text = (
+        H + "standard_logger.py:34] {'step': 5, 'event_type': 'restore', 'directory': '/o/ck', "
+        f"'checkpointer_duration_secs': {'9' * digits}, 'checkpointer_start_time': 1.5}}\n"
+    )
+    (ev,) = events(text, CheckpointEvent)
+    assert (ev.action, ev.step, ev.seconds) == (CheckpointAction.RESTORE_DONE, 5, math.inf)
+
+
 def test_no_checkpoint_timing_invented_from_distant_words() -> None:
     # upstream's lazy `sav.*?checkpoint.*?took` spans the whole run and invents save/load times
     text = (

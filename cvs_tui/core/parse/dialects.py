@@ -7,6 +7,7 @@ so a log and its flattened copy read the same. Numbers may print as ``nan``/``in
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -468,8 +469,8 @@ def _flat_dict(text: bytes) -> dict[str, object] | None:
             out[key] = raw[1:-1].decode("utf-8", "replace")
         elif raw in _FLAT_CONST:
             out[key] = _FLAT_CONST[raw]
-        elif raw.isdigit() or (raw[:1] == b"-" and raw[1:].isdigit()):
-            out[key] = int(raw)
+        elif (raw.isdigit() or (raw[:1] == b"-" and raw[1:].isdigit())) and len(raw) <= 19:
+            out[key] = int(raw)  # longer digit runs: float below (int() refuses past 4300 digits)
         else:
             out[key] = float(raw)
     return out
@@ -494,7 +495,12 @@ def standard_logger(rec: bytes, line: int) -> list[LogEvent]:
 
     def num(key: str) -> float | None:
         v = d.get(key)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            return None
+        try:
+            return float(v)
+        except OverflowError:  # an integer past a double's range reads as strtod reads it: infinite
+            return math.inf if v > 0 else -math.inf
 
     if kind == "save":
         secs = num("checkpoint_manager_blocking_duration_secs")
