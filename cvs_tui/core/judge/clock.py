@@ -59,14 +59,18 @@ def line_clock(data: bytes) -> dict[int, float]:
 
 
 def file_clock(path: Path) -> dict[int, float]:
-    """:func:`line_clock` of a log file, read a line at a time (a long log is never held whole)."""
-    with path.open("rb") as fh:
-        return clock_of_lines(fh)
+    """:func:`line_clock` of a log file, read a block at a time (a long log is never held whole)."""
+    at, times = file_clock_arrays(path)
+    return dict(zip(at, times, strict=True))
 
 
 def clock_of_lines(lines: Iterable[bytes]) -> dict[int, float]:
     """:func:`line_clock` of the log's lines, in order (a trailing newline on each is allowed)."""
-    at, times = clock_arrays(lines)
+    match = HEADER_TIME.match
+    first = _FIRST
+    at, times = _clock(
+        m.groups() if text and text[0] in first and (m := match(text)) is not None else None for text in lines
+    )
     return dict(zip(at, times, strict=True))
 
 
@@ -105,29 +109,48 @@ class LineClock(Mapping[int, float]):
 
 def file_line_clock(path: Path) -> LineClock:
     """:func:`file_clock` as a :class:`LineClock` (what ``analyze`` holds of a long log's clock)."""
-    with path.open("rb") as fh:
-        return LineClock(*clock_arrays(fh))
+    return LineClock(*file_clock_arrays(path))
 
 
-def clock_arrays(lines: Iterable[bytes]) -> tuple[array[int], array[float]]:
-    """The timed lines (ascending) and their times, of the log's lines in order; see :func:`line_clock`."""
+# every line, with its header's groups when it starts with one: findall of a block gives one tuple a line
+# (absent groups are b""), with no Python step per line (a header never spans a line break)
+_LINE = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")?[^\n]*\n")
+
+
+def file_clock_arrays(path: Path, block: int = 8 << 20) -> tuple[array[int], array[float]]:
+    """The timed lines of a log file (ascending) and their times; see :func:`line_clock`."""
+
+    def lines() -> Iterator[tuple[bytes, ...]]:
+        carry = b""
+        with path.open("rb") as fh:
+            while data := fh.read(block):
+                data = carry + data
+                cut = data.rfind(b"\n") + 1
+                carry = data[cut:]
+                if cut:
+                    yield from _LINE.findall(data, 0, cut)
+        if carry:
+            yield from _LINE.findall(carry + b"\n")
+
+    return _clock(lines())
+
+
+def _clock(groups: Iterable[tuple[bytes | None, ...] | None]) -> tuple[array[int], array[float]]:
+    """The timed lines (ascending) and their times, from each line's header groups in order (None or
+    empty groups: the line starts with no timed header)."""
     at: array[int] = array("q")
     times: array[float] = array("d")
     put_line, put_time = at.append, times.append
     year: int | None = None  # from the latest full-date header
     absl_year = _NO_YEAR
     last_absl: float | None = None
-    match = HEADER_TIME.match
-    first = _FIRST
     # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
     seconds: dict[tuple[int, bytes], float | None] = {}
-    # one anchored match per line: faster than a multi-line search for '^' at every byte
-    for line, text in enumerate(lines, start=1):
-        if not text or text[0] not in first or (m := match(text)) is None:
+    for line, g in enumerate(groups, start=1):
+        if g is None:
             continue
-        g = m.groups()
-        if g[0] is not None:  # absl: b"MMDD HH:MM:SS"
-            key = g[0]
+        key = g[0]
+        if key:  # absl: b"MMDD HH:MM:SS"
             if key[:2] == b"00":
                 continue  # zero-date form: another scale
             if year is not None:
@@ -141,19 +164,22 @@ def clock_arrays(lines: Iterable[bytes]) -> tuple[array[int], array[float]]:
             if base is None:
                 continue
             last_absl = base
-            put_line(line)
-            put_time(base + _frac(g[1]))
+            raw = g[1]
         else:
-            key, raw = (g[2], g[3]) if g[2] is not None else (g[4], g[5])
+            key, raw = (g[2], g[3]) if g[2] else (g[4], g[5])
+            if not key:
+                continue
             year = int(key[:4])
             base = seconds.get((0, key), -1.0)
             if base == -1.0:
                 base = seconds[(0, key)] = _base(
                     year, int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), int(key[17:19])
                 )
-            if base is not None:
-                put_line(line)
-                put_time(base + _frac(raw))
+            if base is None:
+                continue
+        put_line(line)
+        # b".ffffff" reads as b"0.ffffff" does; python logging's b",mmm" does not
+        put_time(base + ((float(raw) if raw[0] == 46 else float(b"0." + raw[1:])) if raw else 0.0))
     return at, times
 
 
