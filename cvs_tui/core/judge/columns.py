@@ -150,13 +150,13 @@ class StepCollector:
             return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, np.int64)
 
         def has(name: str) -> npt.NDArray[np.bool_]:
-            return np.frombuffer(bytes(self._has[name]), dtype=np.bool_)
+            return np.frombuffer(self._has[name], dtype=np.bool_)
 
         cols = StepColumns(
             step=i64("step"),
             line=i64("line"),
-            loss=f64("loss").copy(),  # writable: the metrics file may refine train losses
-            kind=np.frombuffer(bytes(self._kind), dtype=np.int8),
+            loss=f64("loss"),  # a view of the collector's array: writable (the metrics file may refine it)
+            kind=np.frombuffer(self._kind, dtype=np.int8),
             seconds=f64("seconds"),
             has_seconds=has("seconds"),
             tflops=f64("tflops_per_device"),
