@@ -24,6 +24,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,12 @@ def clock_of_lines(lines: Iterable[bytes]) -> dict[int, float]:
     match = HEADER_TIME.match
     first = _FIRST
     at, times = _clock(
-        m.groups() if text and text[0] in first and (m := match(text)) is not None else None for text in lines
+        [
+            (
+                m.groups() if text and text[0] in first and (m := match(text)) is not None else None
+                for text in lines
+            )
+        ]
     )
     return dict(zip(at, times, strict=True))
 
@@ -120,7 +126,7 @@ _LINE = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")?[^\n
 def file_clock_arrays(path: Path, block: int = 8 << 20) -> tuple[array[int], array[float]]:
     """The timed lines of a log file (ascending) and their times; see :func:`line_clock`."""
 
-    def lines() -> Iterator[tuple[bytes, ...]]:
+    def blocks() -> Iterator[list[tuple[bytes, ...]]]:
         carry = b""
         with path.open("rb") as fh:
             while data := fh.read(block):
@@ -128,16 +134,16 @@ def file_clock_arrays(path: Path, block: int = 8 << 20) -> tuple[array[int], arr
                 cut = data.rfind(b"\n") + 1
                 carry = data[cut:]
                 if cut:
-                    yield from _LINE.findall(data, 0, cut)
+                    yield _LINE.findall(data, 0, cut)
         if carry:
-            yield from _LINE.findall(carry + b"\n")
+            yield _LINE.findall(carry + b"\n")
 
-    return _clock(lines())
+    return _clock(blocks())
 
 
-def _clock(groups: Iterable[tuple[bytes | None, ...] | None]) -> tuple[array[int], array[float]]:
-    """The timed lines (ascending) and their times, from each line's header groups in order (None or
-    empty groups: the line starts with no timed header)."""
+def _clock(blocks: Iterable[Iterable[tuple[bytes | None, ...] | None]]) -> tuple[array[int], array[float]]:
+    """The timed lines (ascending) and their times, from each line's header groups in order, in blocks of
+    lines (None or empty groups: the line starts with no timed header)."""
     at: array[int] = array("q")
     times: array[float] = array("d")
     put_line, put_time = at.append, times.append
@@ -146,7 +152,7 @@ def _clock(groups: Iterable[tuple[bytes | None, ...] | None]) -> tuple[array[int
     last_absl: float | None = None
     # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
     seconds: dict[tuple[int, bytes], float | None] = {}
-    for line, g in enumerate(groups, start=1):
+    for line, g in enumerate(chain.from_iterable(blocks), start=1):
         if g is None:
             continue
         key = g[0]
