@@ -158,7 +158,7 @@ def _refine_losses(c: Collected, steps: Sequence[MetricsFileStep]) -> None:
 
 def collect_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[Collected, int]:
     """:func:`parse_log_file` of one node log as step columns (``judge.columns``), parsed a chunk at a
-    time: what is held grows by about 71 bytes a step line, never by the parsed events."""
+    time: what is held grows by about 70 bytes a step line, never by the parsed events."""
     from cvs_tui.core.parse.parser import NodeLogParser
 
     parser = NodeLogParser(error_patterns=error_patterns)

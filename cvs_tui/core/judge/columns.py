@@ -2,7 +2,7 @@
 
 A parsed step line is a :class:`~cvs_tui.core.events.StepEvent` of about 400 bytes; the judge reads nine
 of its fields. :class:`StepCollector` takes the parser's events a chunk at a time and keeps those fields
-in typed arrays (71 bytes a step record), the other events (checkpoints, evals, errors, ...) as they
+in typed arrays (70 bytes a step record), the other events (checkpoints, evals, errors, ...) as they
 are with the number of step records before each, and the two step events the run's outcome and
 environment read whole. :class:`StepColumns` is the result, read with numpy.
 """
