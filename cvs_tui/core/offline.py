@@ -21,7 +21,8 @@ from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
-from cvs_tui.core.judge.digest import NodeDigest, digest_node, finalize_digests
+from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
+from cvs_tui.core.judge.digest import NodeDigest, digest_collected, finalize_digests, log_line_clock
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.verdicts import FAIL
@@ -119,6 +120,66 @@ def parse_node_logs(
     return _node_tasks(parse_log_file, [(p, error_patterns) for p in paths], _sizes(paths), workers)
 
 
+def _refine_losses(c: Collected, steps: Sequence[MetricsFileStep]) -> None:
+    """:func:`with_full_precision_losses` of collected step columns, in place."""
+    import numpy as np
+
+    full = {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
+    cols = c.columns
+    if not full or not len(cols):
+        return
+    keys = np.fromiter(full, np.int64, len(full))
+    vals = np.fromiter(full.values(), np.float64, len(full))
+    order = np.argsort(keys)
+    keys, vals = keys[order], vals[order]
+    at = np.minimum(np.searchsorted(keys, cols.step), len(keys) - 1)
+    exact = vals[at]
+    with np.errstate(invalid="ignore"):
+        swap = (
+            (cols.kind == TRAIN)
+            & np.isfinite(cols.loss)
+            & (keys[at] == cols.step)
+            & (np.abs(exact - cols.loss) <= _PRINTED_HALF_UNIT)
+        )
+    cols.loss[swap] = exact[swap]
+    kept: list[tuple[int, StepEvent]] = []
+    for i, e in c.kept:
+        x = full.get(e.step)
+        if (
+            e.kind is StepKind.TRAIN
+            and math.isfinite(e.loss)
+            and x is not None
+            and abs(x - e.loss) <= _PRINTED_HALF_UNIT
+        ):
+            e = dataclasses.replace(e, loss=x)
+        kept.append((i, e))
+    c.kept = kept
+
+
+def collect_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[Collected, int]:
+    """:func:`parse_log_file` of one node log as step columns (``judge.columns``), parsed a chunk at a
+    time: what is held grows by about 70 bytes a step line, never by the parsed events."""
+    from cvs_tui.core.parse.parser import NodeLogParser
+
+    parser = NodeLogParser(error_patterns=error_patterns)
+    collector = StepCollector()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                collector.add(parser.feed(chunk))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
+    collector.add(parser.finish())
+    collected = collector.finish()
+    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
+    if metrics_file.is_file():
+        try:
+            _refine_losses(collected, parse_metrics_file(metrics_file))
+        except OSError as exc:
+            raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
+    return collected, parser.lines_seen
+
+
 def digest_log_file(
     rank: int,
     path: Path,
@@ -128,10 +189,18 @@ def digest_log_file(
     arrays: Path,
     keep_losses: bool = False,
 ) -> NodeDigest:
-    """Parse one node log and reduce it to its digest (what the judge needs of it, bounded in size)."""
-    events, lines = parse_log_file(path, error_patterns)
-    return digest_node(
-        rank, events, lines, ctx=ctx, log_path=path, host=host, arrays=arrays, keep_losses=keep_losses
+    """Parse one node log, a chunk at a time, and reduce it to its digest (what the judge needs of it)."""
+    collected, lines = collect_log_file(path, error_patterns)
+    return digest_collected(
+        rank,
+        collected,
+        lines,
+        ctx=ctx,
+        log_path=path,
+        host=host,
+        arrays=arrays,
+        keep_losses=keep_losses,
+        clock=log_line_clock(path),
     )
 
 
@@ -350,6 +419,7 @@ __all__ = [
     "METRICS_FILE_SUFFIX",
     "analyze_node_logs",
     "analyze_paths",
+    "collect_log_file",
     "digest_log_file",
     "judge_node_logs",
     "parse_log_file",

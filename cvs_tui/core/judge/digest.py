@@ -1,12 +1,16 @@
 """Judging a run from per-node digests, so that the process judging a big run never holds every step of
 every node (``cvs-tui analyze`` of long multi-node runs).
 
-:func:`digest_node` runs where a node log is parsed (a worker process, one node per task): it computes
-everything that needs only that node's steps (its steady-state window, stalls, line clock, record with
-errors and their context, loss metrics as if it were the reference node, its own step-time figures)
-and writes the few figures of its window steps that the cross-node metrics need to an ``.npz`` file.
-What it returns is small: its events without the step lines, its record with bounded series
-(:mod:`cvs_tui.core.judge.series`) and those figures.
+:func:`digest_collected` runs where a node log is parsed (a worker process, one node per task). The log
+is parsed a chunk at a time into step columns (:mod:`cvs_tui.core.judge.columns`: typed arrays of the
+step records' fields, and the other events), so the worker never holds the parsed step events, and the
+line clock is held as arrays too. From them it computes, with numpy over the columns
+(:mod:`~cvs_tui.core.judge.column_window`, :mod:`~cvs_tui.core.judge.column_figures`), everything that
+needs only that node's steps (its steady-state window, stalls, record with errors and their context,
+loss metrics as if it were the reference node, its own step-time figures) and writes the few figures
+of its window steps that the cross-node metrics need to an ``.npz`` file. What it returns is small: its
+events without the step lines, its record with bounded series (:mod:`cvs_tui.core.judge.series`) and
+those figures. :func:`digest_node` does the same for events held in memory.
 
 :func:`finalize_digests` combines the digests, reading one node's arrays at a time, into the same
 RunRecord :func:`~cvs_tui.core.judge.finalize.finalize_run` makes from every event: the same sections of
@@ -24,8 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.judge.clock import LineClock, file_line_clock
+from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
+from cvs_tui.core.judge.column_window import column_window
+from cvs_tui.core.judge.columns import Collected, StepColumns, collect
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
-from cvs_tui.core.judge.finalize import log_clock, run_context, run_record, run_verdicts
+from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
 from cvs_tui.core.judge.loss import convergence_section, eval_section, loss_curve_section, loss_section
 from cvs_tui.core.judge.metrics import (
@@ -35,8 +43,6 @@ from cvs_tui.core.judge.metrics import (
     RunInputs,
     Sheet,
     checkpoint_io,
-    per_step_events,
-    percentile,
     perf_inconclusive,
     put_perf,
     run_devices,
@@ -45,9 +51,9 @@ from cvs_tui.core.judge.metrics import (
     with_lag,
 )
 from cvs_tui.core.judge.outcome import decide_outcome
-from cvs_tui.core.judge.records import node_record
-from cvs_tui.core.judge.series import SERIES_CAP, series_note
-from cvs_tui.core.judge.window import NodeWindow, node_window
+from cvs_tui.core.judge.records import node_record, window_record
+from cvs_tui.core.judge.series import SERIES_CAP, decimated, series_note
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
 
@@ -105,53 +111,6 @@ def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
     return [e for i, e in enumerate(events) if not isinstance(e, StepEvent) or i in (sourced, top)]
 
 
-def _save_arrays(path: Path, steps: list[StepEvent], seconds: list[float]) -> None:
-    """The window steps' figures: for each, its seconds (``or 0.0``, as the metrics read them) and the
-    parts of its tokens and FLOPs that do not depend on the other nodes (tokens_per_device and
-    tflops_per_device without the device count and the per-step TFLOPs line). One pass: a long run has
-    hundreds of thousands of window steps."""
-    from array import array
-
-    import numpy as np
-
-    nan = math.nan
-    isfinite = math.isfinite
-    step_no, tok, tw, fl = array("q"), array("d"), array("d"), array("d")
-    tok_ok, tw_ok, fl_ok = bytearray(), bytearray(), bytearray()
-    for e in steps:
-        step_no.append(e.step)
-        sec = e.seconds
-        # metrics.tokens_per_device and tflops_per_device, inline
-        x = e.tokens_per_device
-        if x is not None and sec is not None and isfinite(x):
-            tok.append(x * sec)
-            tok_ok.append(1)
-        else:
-            tok.append(nan)
-            tok_ok.append(0)
-        w = e.total_weights
-        tw.append(nan if w is None else w)
-        tw_ok.append(w is not None)
-        x = e.tflops_per_device
-        if x is not None and sec is not None and isfinite(x):
-            fl.append(x * sec)
-            fl_ok.append(1)
-        else:
-            fl.append(nan)
-            fl_ok.append(0)
-    np.savez(
-        path,
-        steps=np.frombuffer(step_no, dtype=np.int64),
-        sec=np.asarray(seconds, dtype=np.float64),
-        tok=np.frombuffer(tok, dtype=np.float64),
-        tok_ok=np.frombuffer(bytes(tok_ok), dtype=np.bool_),
-        tw=np.frombuffer(tw, dtype=np.float64),
-        tw_ok=np.frombuffer(bytes(tw_ok), dtype=np.bool_),
-        fl=np.frombuffer(fl, dtype=np.float64),
-        fl_ok=np.frombuffer(bytes(fl_ok), dtype=np.bool_),
-    )
-
-
 def _save_curve(path: Path, points: list[tuple[int, float]]) -> Path:
     """The loss curve goes to a file: every node computes one, the run uses the reference node's."""
     import numpy as np
@@ -173,6 +132,16 @@ def _load_curve(path: Path) -> list[tuple[int, float]]:
     return list(zip(steps, loss, strict=True))
 
 
+def log_line_clock(path: Path | None) -> LineClock | None:
+    """finalize.log_clock, held as arrays (a long log's clock as a dict takes ~100 bytes a line)."""
+    if path is None:
+        return None
+    try:
+        return file_line_clock(path)
+    except OSError:
+        return None
+
+
 def digest_node(
     rank: int,
     events: Sequence[LogEvent],
@@ -185,18 +154,71 @@ def digest_node(
     series_cap: int | None = None,
     keep_losses: bool = False,
 ) -> NodeDigest:
-    """One node's digest (see the module docstring); ``arrays``: where its window figures go;
-    ``series_cap``: default SERIES_CAP. ``keep_losses``: keep every step's loss when the series is
-    bounded (the checkpoint-resume verdicts compare losses step by step)."""
-    cap = SERIES_CAP if series_cap is None else series_cap
-    win = node_window(events, log_clock(log_path))
-    ps = per_step_events(events)
-    own = RunInputs(
-        node_events=[events],
+    """One node's digest from its events held in memory (see :func:`digest_collected`)."""
+    return digest_collected(
+        rank,
+        collect(events),
+        lines,
         ctx=ctx,
-        windows=[win],
-        per_step=[ps],
-        with_steps=[0] if ps else [],
+        log_path=log_path,
+        host=host,
+        arrays=arrays,
+        series_cap=series_cap,
+        keep_losses=keep_losses,
+        clock=log_line_clock(log_path),
+    )
+
+
+def _thin(xs: npt.NDArray[np.int64], cap: int) -> list[int]:
+    """series.thin of an array."""
+    if len(xs) <= cap:
+        return list(xs.tolist())
+    k = -(-len(xs) // max(cap - 1, 1))
+    out: list[int] = xs[::k].tolist()
+    return [*out, int(xs[-1])] if (len(xs) - 1) % k else out
+
+
+def _series(cols: StepColumns, cap: int) -> list[StepEvent]:
+    """series.step_series of the node's step records, bounded at ``cap``."""
+    import numpy as np
+
+    if len(cols) <= cap:
+        return [cols.event(i) for i in range(len(cols))]
+    with np.errstate(invalid="ignore"):
+        secs = np.where(cols.has_seconds & np.isfinite(cols.seconds), cols.seconds, -np.inf)
+    return [cols.event(i) for i in decimated(cols.loss, secs, cap)]
+
+
+def digest_collected(
+    rank: int,
+    c: Collected,
+    lines: int,
+    *,
+    ctx: RunContext,
+    log_path: Path | None,
+    host: str,
+    arrays: Path,
+    series_cap: int | None = None,
+    keep_losses: bool = False,
+    clock: LineClock | None = None,
+) -> NodeDigest:
+    """One node's digest (see the module docstring) from its collected step columns and other events;
+    ``arrays``: where its window figures go; ``series_cap``: default SERIES_CAP. ``keep_losses``: keep
+    every step's loss when the series is bounded (the checkpoint-resume verdicts compare losses step by
+    step); ``clock``: the log's line clock."""
+    import numpy as np
+
+    cap = SERIES_CAP if series_cap is None else series_cap
+    cols = c.columns
+    win = column_window(c, clock)
+    ps = train_steps(cols)
+    slim = c.slim_events()
+    own = RunInputs(
+        node_events=[slim],
+        ctx=ctx,
+        windows=[NodeWindow()],
+        per_step=[{}],
+        with_steps=[0] if len(ps.steps) else [],
         num_nodes=1,
         devices_per_node=ctx.gpus_per_node,
         total_devices=ctx.gpus_per_node,
@@ -204,44 +226,28 @@ def digest_node(
         tflops_per_step=None,
     )
     sheet = Sheet()
-    losses = loss_section(own, sheet)
-    convergence_section(own, losses, eval_section(own, sheet), sheet)
-    curve = loss_curve_section(own, losses, sheet)
-    # the node's own window figures, as metrics._node_stats computes them
-    w = [s for s in win.steps if s in ps]
-    secs = [ps[s].seconds or 0.0 for s in w]
-    t = sum(secs)
-    ok = bool(w) and t > 0
-    stats = NodeStats(
-        rank=rank,
-        steps_logged=len(ps),
-        last_step=max(ps) if ps else None,
-        window_steps=len(w),
-        step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
-        step_time_mean_ms=1000.0 * t / len(w) if ok else None,
-        tokens_per_sec_per_device=None,
-        tflops_per_sec_per_device=None,
+    curve = loss_metrics(own, cols, ps, sheet)
+    stats, t = node_stats(rank, cols, ps, win.steps, arrays)
+    kept = NodeWindow(steps=[], excluded=win.excluded, stalls=win.stalls)
+    others = [e for _, e in c.others]
+    record, errors = node_record(
+        rank, [*others, *_series(cols, cap)], kept, stats, host, log_path, None, lines
     )
-    _save_arrays(arrays, [ps[s] for s in w], secs)
-    record, errors = node_record(rank, events, win, stats, host, log_path, None, lines, cap)
-    step_records = sum(1 for e in events if isinstance(e, StepEvent))
-    stalls = win.stalls
-    kept = NodeWindow(
-        steps=[],
-        excluded=win.excluded,
-        stalls=dataclasses.replace(stalls, steady_steps=()) if stalls is not None else None,
+    status = "ok" if len(win.steps) >= MIN_CLEAN_STEPS else "inconclusive"
+    record = record.model_copy(
+        update={"window": window_record(status, "", _thin(win.steps, cap), win.excluded)}
     )
+    step_records = len(cols)
     thinned = step_records > cap or len(win.steps) > cap
-    exact_losses = (
-        {e.step: e.loss for e in events if isinstance(e, StepEvent) and math.isfinite(e.loss)}
-        if keep_losses and thinned
-        else None
-    )
+    exact_losses: dict[int, float] | None = None
+    if keep_losses and thinned:
+        fin = np.isfinite(cols.loss)
+        exact_losses = dict(zip(cols.step[fin].tolist(), cols.loss[fin].tolist(), strict=True))
     return NodeDigest(
         rank=rank,
         record=record,
         errors=errors,
-        events=slim_events(events),
+        events=slim,
         window=kept,
         stats=stats,
         window_seconds=t,
@@ -420,4 +426,12 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     return run_record(run, result, decided, verdicts, nodes, errors, slim)
 
 
-__all__ = ["LOSS_METRICS", "NodeDigest", "digest_node", "finalize_digests", "slim_events"]
+__all__ = [
+    "LOSS_METRICS",
+    "NodeDigest",
+    "digest_collected",
+    "digest_node",
+    "finalize_digests",
+    "log_line_clock",
+    "slim_events",
+]

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cvs_tui.core.events import LogEvent, StepEvent
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 SERIES_CAP = 2000  # entries per node and per series; exact at or below it
 _PER_BUCKET = 5  # first, lowest loss, highest loss, longest seconds, first non-finite loss
@@ -56,6 +60,15 @@ def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
         dtype=np.float64,
         count=n,
     )
+    return decimated(loss, secs, cap)
+
+
+def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap: int) -> list[int]:
+    """The indexes a bounded series keeps of ``n`` step records (see the module docstring): ``loss``
+    each record's loss, ``secs`` its seconds where finite, else -inf."""
+    import numpy as np
+
+    n = len(loss)
     buckets = max((cap - 1) // _PER_BUCKET, 1)
     size = -(-n // buckets)
     keep = {n - 1}
@@ -87,4 +100,4 @@ def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None)
     )
 
 
-__all__ = ["SERIES_CAP", "series_note", "step_series", "thin"]
+__all__ = ["SERIES_CAP", "decimated", "series_note", "step_series", "thin"]
