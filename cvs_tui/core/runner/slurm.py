@@ -255,20 +255,7 @@ class SlurmStep:
         nodes = self.alloc.nodes[: self.ranks]
         self.proc = await self.client.spawn(
             [
-                "srun",
-                "--jobid",
-                self.alloc.job_id,
-                "-N",
-                str(self.ranks),
-                "-n",
-                str(self.ranks),
-                "--ntasks-per-node=1",
-                "-w",
-                ",".join(nodes),
-                "-J",
-                self.name,
-                "--quiet",
-                "--kill-on-bad-exit=0",
+                *step_argv(self.alloc.job_id, nodes, self.name),
                 "--open-mode=append",
                 f"--output={self.folder}/node%n.out",
                 f"--error={self.folder}/node%n.out",
@@ -451,6 +438,16 @@ async def end_side_step(
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+def step_argv(job_id: str, nodes: Sequence[str], name: str) -> list[str]:
+    """``srun`` for one job step of one task per node on ``nodes`` (named ``name`` for squeue and scancel;
+    a rank's failure must not end the others: the ranks' own exit statuses are judged)."""
+    n = str(len(nodes))
+    return [
+        "srun", "--jobid", job_id, "-N", n, "-n", n, "--ntasks-per-node=1", "-w", ",".join(nodes),
+        "-J", name, "--quiet", "--kill-on-bad-exit=0",
+    ]  # fmt: skip
 
 
 async def side_command(

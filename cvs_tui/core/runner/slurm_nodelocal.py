@@ -46,7 +46,7 @@ from cvs_tui.core.runner.launcher import (
     parse_exit_status,
     read_exit_command,
 )
-from cvs_tui.core.runner.slurm import SlurmError, SlurmJob, SlurmStep, side_command, task_script
+from cvs_tui.core.runner.slurm import SlurmError, SlurmJob, SlurmStep, side_command, step_argv, task_script
 from cvs_tui.core.runner.slurm_stream import LabelDemux
 from cvs_tui.core.runner.transport import CommandTimeout
 
@@ -156,20 +156,7 @@ class NodeLocalStep(SlurmStep):
         data = bundle(self.base, [build_launcher(s) for s in specs], self.yaml_text, self.nonce)
         nodes = self.alloc.nodes[: self.ranks]
         args = [
-            "srun",
-            "--jobid",
-            self.alloc.job_id,
-            "-N",
-            str(self.ranks),
-            "-n",
-            str(self.ranks),
-            "--ntasks-per-node=1",
-            "-w",
-            ",".join(nodes),
-            "-J",
-            self.name,
-            "--quiet",
-            "--kill-on-bad-exit=0",
+            *step_argv(self.alloc.job_id, nodes, self.name),
             "--label",
             "bash",
             "-c",

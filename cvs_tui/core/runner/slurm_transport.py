@@ -46,6 +46,7 @@ from cvs_tui.core.runner.transport import (
     _stream,
     _write_cmd,
     export_prefix,
+    remote_file_size,
 )
 
 Bridge = Literal["auto", "socat", "python3"]
@@ -262,9 +263,7 @@ class SlurmTransport:
         return out
 
     async def file_size(self, path: str) -> int | None:
-        r = await self.run(f"stat -c %s -- {shlex.quote(path)} 2>/dev/null || echo none", timeout=30)
-        s = r.out.strip()
-        return None if s == "none" or not s.isdigit() else int(s)
+        return await remote_file_size(self, path)
 
     async def start_process(self, cmd: str) -> NodeProcess:
         name, proc = await self._spawn(["bash", "-c", self._prefix + cmd], stdin=False)

@@ -228,6 +228,13 @@ async def _stream(transport: Transport, cmd: str) -> AsyncIterator[bytes]:
 # ---------------------------------------------------------------------------------------------------------
 # Local
 # ---------------------------------------------------------------------------------------------------------
+async def remote_file_size(t: Transport, path: str) -> int | None:
+    """The size of ``path`` on the node through a command (None when it is absent)."""
+    r = await t.run(f"stat -c %s -- {shlex.quote(path)} 2>/dev/null || echo none", timeout=30)
+    s = r.out.strip()
+    return None if s == "none" or not s.isdigit() else int(s)
+
+
 class _LocalProcess:
     """A local command in its own session, so stopping it stops everything it started."""
 
@@ -681,9 +688,7 @@ class SSHTransport:
         return out
 
     async def file_size(self, path: str) -> int | None:
-        r = await self.run(f"stat -c %s -- {shlex.quote(path)} 2>/dev/null || echo none", timeout=30)
-        s = r.out.strip()
-        return None if s == "none" or not s.isdigit() else int(s)
+        return await remote_file_size(self, path)
 
     async def start_process(self, cmd: str) -> NodeProcess:
         return await self._create(cmd, stdin_data=None)
