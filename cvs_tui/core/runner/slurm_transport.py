@@ -34,7 +34,6 @@ from cvs_tui.core.runner.slurm import (
     side_step_name,
 )
 from cvs_tui.core.runner.transport import (
-    _RC_NO_FILE,
     CommandError,
     CommandResult,
     CommandTimeout,
@@ -46,6 +45,7 @@ from cvs_tui.core.runner.transport import (
     _stream,
     _write_cmd,
     export_prefix,
+    read_result,
     remote_file_size,
 )
 
@@ -256,11 +256,7 @@ class SlurmTransport:
 
     async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         rc, out, err = await self._run_bytes(_read_cmd(path, offset, length), 120, unbuffered=True)
-        if rc == _RC_NO_FILE:
-            raise FileNotFoundError(f"{self.name}: {path}")
-        if rc != 0:
-            raise CommandError(f"{self.name}: cannot read {path}: {_decode(err).strip()}", rc)
-        return out
+        return read_result(self.name, path, rc, out, err)
 
     async def file_size(self, path: str) -> int | None:
         return await remote_file_size(self, path)

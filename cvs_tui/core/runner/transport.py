@@ -228,6 +228,15 @@ async def _stream(transport: Transport, cmd: str) -> AsyncIterator[bytes]:
 # ---------------------------------------------------------------------------------------------------------
 # Local
 # ---------------------------------------------------------------------------------------------------------
+def read_result(node: str, path: str, rc: int, out: bytes, err: bytes) -> bytes:
+    """What a ``_read_cmd`` on ``node`` printed, or the error its exit status means."""
+    if rc == _RC_NO_FILE:
+        raise FileNotFoundError(f"{node}: {path}")
+    if rc != 0:
+        raise CommandError(f"{node}: cannot read {path}: {_decode(err).strip()}", rc)
+    return out
+
+
 async def remote_file_size(t: Transport, path: str) -> int | None:
     """The size of ``path`` on the node through a command (None when it is absent)."""
     r = await t.run(f"stat -c %s -- {shlex.quote(path)} 2>/dev/null || echo none", timeout=30)
@@ -680,12 +689,7 @@ class SSHTransport:
             raise CommandTimeout(f"{self.name}: reading {path} timed out") from None
         finally:
             await p.close()
-        rc = _ssh_status(self, p._proc, path)
-        if rc == _RC_NO_FILE:
-            raise FileNotFoundError(f"{self.name}: {path}")
-        if rc != 0:
-            raise CommandError(f"{self.name}: cannot read {path}: {_decode(err).strip()}", rc)
-        return out
+        return read_result(self.name, path, _ssh_status(self, p._proc, path), out, err)
 
     async def file_size(self, path: str) -> int | None:
         return await remote_file_size(self, path)
