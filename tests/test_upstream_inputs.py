@@ -58,6 +58,31 @@ def test_old_layout_is_one_line_naming_migrate(tmp_path: Path) -> None:
     assert "pre-2026 CVS layout" in line and "cvs-tui config migrate" in line
 
 
+# upstream CVS's training/jax suite (config + model_params), as in its mi300x_jax_llama3_1_70b_single.json
+_TRAINING_JAX = {
+    "config": {
+        "container_image": "rocm/jax-training:maxtext-v26.3",
+        "nnodes": "1",
+        "env_vars": {"NNODES": "1"},
+    },
+    "model_params": {"single_node": {"llama3.1-70b": {"mi300x": {"per_device_batch_size": "2"}}}},
+}
+
+
+def test_another_upstream_suites_layout_is_one_line_for_plan_and_migrate(tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "mi300x_jax_llama3_1_70b_single.json"
+    cfg.write_text(json.dumps(_TRAINING_JAX))
+    with pytest.raises(UserError) as ei:
+        load_config(cfg)
+    (line,) = ei.value.problems
+    assert "training/jax layout (config + model_params), not a jaxmaxtext config" in line
+    assert main(["config", "migrate", str(cfg), str(tmp_path / "new.json")]) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert "training/jax layout" in err and "pre-2026 jaxmaxtext layout only" in err
+    assert "already in the current layout" not in err
+    assert not (tmp_path / "new.json").exists()
+
+
 def test_migrate_writes_a_config_that_validates(tmp_path: Path, capsys) -> None:
     dest = tmp_path / "new.json"
     assert main(["config", "migrate", str(CORPUS / "mi300x_old_layout_single.json"), str(dest)]) == 0

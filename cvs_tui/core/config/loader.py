@@ -158,6 +158,18 @@ def is_old_layout(raw: Mapping[str, Any]) -> bool:
     )
 
 
+def foreign_layout(raw: Mapping[str, Any], path: Path) -> str | None:
+    """One line for a config of another upstream CVS suite (its training/jax layout: `config` +
+    `model_params`), which no key-by-key list of errors would explain; None for anything else."""
+    if "train_params" in raw or "model_params" not in raw or not isinstance(raw.get("config"), dict):
+        return None
+    return (
+        f"{path}: this is upstream CVS's training/jax layout (config + model_params), not a jaxmaxtext "
+        "config; start from a shipped one (`cvs-tui config list`, `cvs-tui config copy NAME`) and carry "
+        "your values over"
+    )
+
+
 def _resolve_threshold_path(config_path: Path, given: str) -> Path:
     p = Path(os.path.expanduser(given))
     return p if p.is_absolute() else config_path.parent / p
@@ -332,6 +344,8 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
             f"{path}: this is the pre-2026 CVS layout (a training block with sweeps[] and "
             f"enabled_sweep_list); convert it with `cvs-tui config migrate {path} NEW.json` and use NEW.json"
         )
+    if (foreign := foreign_layout(raw, path)) is not None:
+        raise UserError(foreign)
 
     doc = drop_comments(raw, [], problems)
     preflight: list[str] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.config.loader import is_old_layout
+from cvs_tui.core.config.loader import foreign_layout, is_old_layout
 from cvs_tui.core.config.problems import Problems
 from cvs_tui.core.config.thresholds import read_json_object
 from cvs_tui.core.errors import UserError
@@ -140,8 +140,15 @@ def write_migrated(old_path: Path, dest: Path | None, *, force: bool = False) ->
     old = read_json_object(old_path, "config file", problems)
     problems.raise_if_any()
     assert old is not None
-    if not is_old_layout(old):
+    if (foreign := foreign_layout(old, old_path)) is not None:
+        raise UserError(f"{foreign} (config migrate converts the pre-2026 jaxmaxtext layout only)")
+    if "train_params" in old:
         raise UserError(f"{old_path}: already in the current layout (train_params); nothing to migrate")
+    if not is_old_layout(old):
+        raise UserError(
+            f"{old_path}: neither the pre-2026 layout (a training block) nor the current one (train_params); "
+            "config migrate cannot convert it"
+        )
     dest = dest or old_path.with_name(f"{old_path.stem}_migrated.json")
     if dest.is_dir():
         dest = dest / old_path.name
