@@ -124,6 +124,68 @@ with open(out, "w") as f:
 """
 
 
+def ssh_children_ticks() -> dict[int, int]:
+    """{pid: CPU clock ticks (user + system) so far} of this process's live ``ssh`` children (the OpenSSH
+    client streams, see core/runner/openssh.py): they decrypt the nodes' packets, so they count."""
+    me, ticks = os.getpid(), {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if name == "ssh" and int(rest[1]) == me:
+            ticks[int(pid)] = int(rest[11]) + int(rest[12])
+    return ticks
+
+
+class ChildCPU:
+    """The ssh children's CPU over a window: sampled twice a second, since a stream's ssh ends as soon as
+    its node's last line arrived (the last half second of an ending stream is not seen: < 1 ms)."""
+
+    def __init__(self) -> None:
+        self.start = ssh_children_ticks()
+        self.latest = dict(self.start)
+        self.peak_pss = 0
+        self.own = 0.0  # the sampling's own CPU (reading /proc), taken off this process's figure
+
+    async def sample(self) -> None:
+        n = 0
+        while True:
+            t = time.process_time()
+            self.latest.update(ssh_children_ticks())
+            if n % 10 == 5:
+                self.peak_pss = max(self.peak_pss, ssh_children_rss())
+            n += 1
+            self.own += time.process_time() - t
+            await asyncio.sleep(0.5)
+
+    def seconds(self) -> float:
+        return sum(t - self.start.get(pid, 0) for pid, t in self.latest.items()) / os.sysconf("SC_CLK_TCK")
+
+
+def ssh_children_rss() -> int:
+    """Proportional set size (shared pages split between sharers) of the live ssh children, bytes."""
+    me, total = os.getpid(), 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat[stat.index("(") + 1 : stat.rindex(")")] != "ssh":
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) != me:
+                continue
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
@@ -222,13 +284,16 @@ async def main() -> int:
         out = local / "written.json"
         if prof is not None:
             prof.enable()
-        ru0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        ru0, w0, kids = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), ChildCPU()
+        sampler = asyncio.create_task(kids.sample())
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", WRITER, json.dumps(paths), str(args.rate), str(args.seconds), str(out)
         )
         await writer.wait()
         await asyncio.wait(readers, timeout=60)
         ru1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        sampler.cancel()
+        via_ssh = sum(1 for t in transports if getattr(t, "follow_client", "") == "ssh")
         if prof is not None:
             prof.disable()
             prof.dump_stats(args.profile)
@@ -249,7 +314,9 @@ async def main() -> int:
     lat = [
         arrived[i][s] - written[i][s] for i in range(args.nodes) for s in range(expected) if s in arrived[i]
     ]
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    own = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime) - kids.own
+    kid_cpu = kids.seconds()
+    cpu = own + kid_cpu
     wall = w1 - w0
     lines = args.nodes * expected
     got = sum(len(a) for a in arrived)
@@ -264,6 +331,11 @@ async def main() -> int:
         f"core CPU: {1e6 * cpu / lines:.0f} us per line = {100 * demand:.1f}% of one core at "
         f"{args.nodes * args.rate:g} lines/s ({100 * demand / args.nodes:.3f}% per node); "
         f"{cpu:.2f} s over {wall:.1f} s of wall time; max RSS {ru1.ru_maxrss / 1024:.0f} MiB"
+    )
+    print(
+        f"streams: {via_ssh} of {args.nodes} through the OpenSSH client, the rest on asyncssh; CPU of this "
+        f"process {100 * own / args.seconds:.1f}% + its ssh processes {100 * kid_cpu / args.seconds:.1f}%"
+        + (f", their memory {kids.peak_pss / 2**20:.0f} MiB (PSS)" if via_ssh else "")
     )
     print(
         f"line -> event latency: p50 {1000 * pct(lat, 50):.1f} ms, p95 {1000 * pct(lat, 95):.1f} ms, "

@@ -105,17 +105,31 @@ def scratch_dir(tag: str) -> str:
 
 
 def kill_ssh_connection(t: SSHTransport) -> list[int]:
-    """Drop ``t``'s connection from the server side: SIGKILL the sshd processes serving it (by pid)."""
+    """Drop ``t``'s connections from the server side: SIGKILL the sshd processes serving its asyncssh
+    connection and the ``ssh`` clients following its logs (core/runner/openssh.py), by pid."""
     sockname = t._conn.get_extra_info("sockname") if t._conn is not None else None
     if not sockname:
         return []
-    lport = sockname[1]
-    out = subprocess.run(
-        ["ss", "-Htnp", "state", "established", f"( sport = :{infra().port} and dport = :{lport} )"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    lports = [sockname[1]]
+    if t.stream_pids:  # the local ports of the ssh clients' connections
+        mine = subprocess.run(
+            ["ss", "-Htnp", "state", "established", f"( dport = :{infra().port} )"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for line in mine.splitlines():
+            if any(f"pid={p}," in line for p in t.stream_pids):
+                lports.append(int(line.split()[2].rsplit(":", 1)[1]))
+    out = "".join(
+        subprocess.run(
+            ["ss", "-Htnp", "state", "established", f"( sport = :{infra().port} and dport = :{lport} )"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for lport in lports
+    )
     pids = sorted({int(p) for p in re.findall(r"pid=(\d+)", out)})  # none: it is already gone
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # the pair's other process may take it down first

@@ -265,6 +265,9 @@ class SlurmTransport:
         name, proc = await self._spawn(["bash", "-c", self._prefix + cmd], stdin=False)
         return _SideProcess(self, proc, name, cmd)
 
+    async def start_follow(self, cmd: str) -> NodeProcess:
+        return await self.start_process(cmd)
+
     def stream(self, cmd: str) -> AsyncIterator[bytes]:
         return _stream(self, cmd)
 

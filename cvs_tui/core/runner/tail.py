@@ -161,7 +161,7 @@ class LogTailer:
         return self._stop.is_set()
 
     async def _follow(self) -> AsyncIterator[bytes]:
-        proc: NodeProcess = await self.transport.start_process(
+        proc: NodeProcess = await self.transport.start_follow(
             follow_command(self.path, self.offset, self.coalesce)
         )
         try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import shlex
@@ -39,6 +40,7 @@ import asyncssh
 # Remote helper exit statuses that mean "no such file" (chosen outside the range tail/head use).
 _RC_NO_FILE = 44
 _READ_CHUNK = 65536
+log = logging.getLogger(__name__)
 
 
 _VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -201,6 +203,11 @@ class Transport(Protocol):
 
     async def start_process(self, cmd: str) -> NodeProcess: ...
 
+    async def start_follow(self, cmd: str) -> NodeProcess:
+        """A long-lived process whose stdout is read as it comes (a log follower): as start_process,
+        by the cheapest way this transport has for many such streams at once."""
+        ...
+
     def stream(self, cmd: str) -> AsyncIterator[bytes]: ...
 
     async def forward_unix_socket(self, remote_path: str) -> str: ...
@@ -342,6 +349,9 @@ class LocalTransport:
 
     async def start_process(self, cmd: str) -> NodeProcess:
         return _LocalProcess(await self._spawn(cmd, asyncio.subprocess.DEVNULL), cmd)
+
+    async def start_follow(self, cmd: str) -> NodeProcess:
+        return await self.start_process(cmd)
 
     def stream(self, cmd: str) -> AsyncIterator[bytes]:
         return _stream(self, cmd)
@@ -510,6 +520,9 @@ class SSHTransport:
         self._forwards: dict[str, asyncssh.SSHListener] = {}
         self._password = password  # never logged: not in name, repr or any message
         self._prefix = export_prefix(env_vars)  # the cluster file's env_vars, before every command
+        self._openssh_unusable = False  # ssh failed where asyncssh works: follow on asyncssh
+        self.follow_client = ""  # what the last log stream went through: "ssh" or "asyncssh"
+        self.stream_pids: set[int] = set()  # the ssh client processes of this node's live streams
 
     # -- connection --------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -696,6 +709,52 @@ class SSHTransport:
 
     async def start_process(self, cmd: str) -> NodeProcess:
         return await self._create(cmd, stdin_data=None)
+
+    async def start_follow(self, cmd: str) -> NodeProcess:
+        """Through the OpenSSH client where it can reach the node as this connection does (C crypto:
+        a fraction of asyncssh's CPU per packet, see openssh.py), else on this connection."""
+        from cvs_tui.core.runner import openssh
+
+        argv = (
+            None
+            if self._openssh_unusable
+            else openssh.openssh_argv(self, self._prefix + cmd, openssh.find_ssh())
+        )
+        if argv is None:
+            self.follow_client = "asyncssh"
+            return await self.start_process(cmd)
+        if self._lost():
+            await self.connect()  # the node must answer here first: a refused key or host key says so
+        try:
+            proc = await openssh.spawn(argv)
+        except OSError as exc:
+            self._openssh_failed(f"cannot start ssh: {exc}")
+            self.follow_client = "asyncssh"
+            return await self.start_process(cmd)
+        self.follow_client = "ssh"
+        self.stream_pids.add(proc.pid)
+        return openssh.OpenSSHProcess(
+            self.name, proc, cmd, self._openssh_failed, lambda: self.stream_pids.discard(proc.pid)
+        )
+
+    def _openssh_failed(self, reason: str) -> None:
+        """``ssh`` failed before any byte came: while this connection is up that is the client's
+        problem, not the node's, so this node's streams go through asyncssh from now on."""
+        if self._lost() or self._openssh_unusable:
+            return
+        self._openssh_unusable = True
+        log.warning(
+            "%s: ssh cannot follow logs (%s); following them on the asyncssh connection", self.name, reason
+        )
+
+    @property
+    def password_set(self) -> bool:
+        return self._password is not None
+
+    def known_hosts_file(self) -> str | None:
+        """The known_hosts file this connection verifies against (None: none exists, nothing trusted)."""
+        given = known_hosts_arg(self.known_hosts)
+        return given if isinstance(given, str) else None
 
     def stream(self, cmd: str) -> AsyncIterator[bytes]:
         return _stream(self, cmd)
