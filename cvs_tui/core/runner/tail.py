@@ -18,8 +18,9 @@ tail that has it finds the read already waiting (no wait added to the tail's). A
 one SSH packet and one read (one chunk, one parse, one batch of events) per ``coalesce`` seconds
 instead of one of each per line.
 
-That cost is per packet (see benchmarks/fanout.py: decrypting and dispatching a packet in asyncssh,
-waking the reader, a parse), so a run that follows many nodes gives each a larger budget, from
+That cost is per packet (see benchmarks/fanout.py: decrypting a packet, which the OpenSSH client does
+in C for a follower over SSH (:meth:`Transport.start_follow`), waking the reader, a parse), so a run
+that follows many nodes gives each a larger budget, from
 :func:`coalesce_for`: 0.15 s up to 96 nodes, then what keeps the packets of all nodes together near
 ``PACKETS_PER_S`` a second (0.4 s at 256 nodes), at most 0.5 s (from 320 nodes).
 """

@@ -7,8 +7,10 @@ the stage pipeline) is written once:
   raises :class:`CommandTimeout`.
 * ``write_file(path, data, mode)`` (atomic: temp file + rename) and ``read_file(path, offset, length)``
   (seeks to ``offset``: the cost does not grow with the file's size).
-* ``start_process(cmd)`` -> :class:`NodeProcess` (read stdout as bytes, wait, terminate) and
-  ``stream(cmd)`` (an async iterator of stdout byte chunks).
+* ``start_process(cmd)`` -> :class:`NodeProcess` (read stdout as bytes, wait, terminate),
+  ``start_follow(cmd)`` (the same, for a log follower that lives as long as the run: over SSH through
+  the OpenSSH client where it can, see :mod:`.openssh`) and ``stream(cmd)`` (an async iterator of
+  stdout byte chunks).
 * ``forward_unix_socket(remote_path)`` -> a local socket path reaching ``remote_path`` on the node
   (the node's Docker socket, for aiodocker).
 
