@@ -70,6 +70,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -95,6 +96,7 @@ except ImportError:  # the code before per-node-count budgets (a before/after ru
         return 0.15
 
 
+READY = b"I1130 12:00:00.000000 140000000000001 train.py:1] streams open\n"  # each log's first line
 CONNECTS = 64  # SSH connections opened at once (the test sshd's MaxStartups is 200)
 
 # The writer runs as its own process so that its work is not counted as the core's.
@@ -124,66 +126,61 @@ with open(out, "w") as f:
 """
 
 
-def ssh_children_ticks() -> dict[int, int]:
-    """{pid: CPU clock ticks (user + system) so far} of this process's live ``ssh`` children (the OpenSSH
-    client streams, see core/runner/openssh.py): they decrypt the nodes' packets, so they count."""
-    me, ticks = os.getpid(), {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+def proc_ticks(pids: set[int]) -> dict[int, int]:
+    """{pid: CPU clock ticks (user + system) so far} of the live processes among ``pids``."""
+    ticks = {}
+    for pid in pids:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        if name == "ssh" and int(rest[1]) == me:
-            ticks[int(pid)] = int(rest[11]) + int(rest[12])
+        ticks[pid] = int(rest[11]) + int(rest[12])
     return ticks
 
 
-class ChildCPU:
-    """The ssh children's CPU over a window: sampled twice a second, since a stream's ssh ends as soon as
-    its node's last line arrived (the last half second of an ending stream is not seen: < 1 ms)."""
+def proc_pss(pids: set[int]) -> int:
+    """Proportional set size (shared pages split between sharers) of the live processes, bytes."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
 
-    def __init__(self) -> None:
-        self.start = ssh_children_ticks()
+
+class ChildCPU:
+    """The CPU of the ``ssh`` processes the streams run through (core/runner/openssh.py): they decrypt
+    the nodes' packets, so they count. Sampled once a second from /proc (a stream's ssh ends as soon as
+    its node's last line arrived: its last second is not seen, < 1 ms of CPU); the sampling's own CPU is
+    kept apart and taken off this process's figure."""
+
+    def __init__(self, pids: Callable[[], set[int]]) -> None:
+        self.pids = pids
+        self.start = proc_ticks(pids())
         self.latest = dict(self.start)
         self.peak_pss = 0
-        self.own = 0.0  # the sampling's own CPU (reading /proc), taken off this process's figure
+        self.own = 0.0
 
     async def sample(self) -> None:
         n = 0
         while True:
             t = time.process_time()
-            self.latest.update(ssh_children_ticks())
-            if n % 10 == 5:
-                self.peak_pss = max(self.peak_pss, ssh_children_rss())
+            live = self.pids()
+            self.latest.update(proc_ticks(live))
+            if n % 5 == 2:
+                self.peak_pss = max(self.peak_pss, proc_pss(live))
             n += 1
             self.own += time.process_time() - t
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
 
     def seconds(self) -> float:
         return sum(t - self.start.get(pid, 0) for pid, t in self.latest.items()) / os.sysconf("SC_CLK_TCK")
-
-
-def ssh_children_rss() -> int:
-    """Proportional set size (shared pages split between sharers) of the live ssh children, bytes."""
-    me, total = os.getpid(), 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if stat[stat.index("(") + 1 : stat.rindex(")")] != "ssh":
-                continue
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) != me:
-                continue
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1]) * 1024
-        except (OSError, ValueError):
-            continue
-    return total
 
 
 def pct(values: list[float], p: float) -> float:
@@ -216,7 +213,7 @@ async def main() -> int:
     local = Path(tempfile.mkdtemp(prefix="cvs-fanout-"))
     paths = [str(d / f"node{i}.log") for i in range(args.nodes)]
     for p in paths:
-        Path(p).write_bytes(b"")
+        Path(p).write_bytes(READY)
     hosts = [infra.nodes[i % len(infra.nodes)] for i in range(args.nodes)]
     transports = [
         SSHTransport(h, port=infra.port, user=infra.user, key_file=infra.key, known_hosts=infra.known_hosts)
@@ -252,13 +249,15 @@ async def main() -> int:
     tailers = [LogTailer(t, p, coalesce=coalesce) for t, p in zip(transports, paths, strict=True)]
 
     reads = [0]
+    seen = [0] * args.nodes  # lines seen per node (--transport-only)
 
     async def follow(i: int) -> None:
         async for chunk in tailers[i].chunks():
             reads[0] += 1
             if args.transport_only:  # a line's arrival stands in for its event (line k is step k)
-                now, got = time.monotonic(), len(arrived[i])
-                arrived[i].update((k, now) for k in range(got, got + chunk.count(b"\n")))
+                now, got = time.monotonic(), seen[i]  # line 0 is READY, line k + 1 is step k
+                seen[i] += chunk.count(b"\n")
+                arrived[i].update((k - 1, now) for k in range(max(got, 1), seen[i]))
             else:
                 ex._ingest(pr, ranks[i], chunk)
             if len(arrived[i]) >= expected:
@@ -280,11 +279,19 @@ async def main() -> int:
             f"{args.seconds:g} s = {args.nodes * expected} lines; coalescing {coalesce:g} s"
         )
         readers = [asyncio.create_task(follow(i)) for i in range(args.nodes)]
-        await asyncio.sleep(1.0 + args.nodes / 200)  # every stream open before the first line
+        # every stream open (its ssh connected, its first line in) before the window starts
+        async with asyncio.timeout(120):
+            while any(t.offset < len(READY) for t in tailers):
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
         out = local / "written.json"
         if prof is not None:
             prof.enable()
-        ru0, w0, kids = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), ChildCPU()
+        ru0, w0, kids = (
+            resource.getrusage(resource.RUSAGE_SELF),
+            time.perf_counter(),
+            ChildCPU(lambda: set().union(*(getattr(t, "stream_pids", set()) for t in transports))),
+        )
         sampler = asyncio.create_task(kids.sample())
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", WRITER, json.dumps(paths), str(args.rate), str(args.seconds), str(out)
