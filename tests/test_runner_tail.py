@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -207,6 +208,43 @@ async def test_a_busy_stream_comes_in_coalesced_chunks(tmp_path: Path) -> None:
     _check_sequence(b"".join(chunks), 0, 99)
     took = time.monotonic() - t0  # about 1.2 s; longer on a busy machine, with more lines per chunk
     assert len(chunks) <= min(took / 0.2 + 3, 40), (len(chunks), took)
+
+
+async def test_a_tail_that_writes_every_line_is_read_in_coalesced_chunks_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose tail cannot poll (busybox's has no ---disable-inotify; stood in for by GNU tail
+    behind a wrapper that refuses that option, so it writes every line at once): this side waits
+    after chunks that come close together, so the lines still come a few chunks per budget."""
+    wrapper = tmp_path / "bin" / "tail"
+    wrapper.parent.mkdir()
+    real = shutil.which("tail")
+    assert real is not None
+    wrapper.write_text(f'#!/bin/sh\ncase "$1" in ---disable-inotify) exit 1;; esac\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    path = str(tmp_path / "node0.log")
+    Path(path).write_bytes(b"")
+    tailer = LogTailer(LocalTransport(), path, coalesce=0.2)
+
+    async def write() -> None:
+        with open(path, "ab", buffering=0) as f:
+            for i in range(100):
+                f.write(f"line {i:06d}\n".encode())
+                await asyncio.sleep(0.01)
+
+    t0 = time.monotonic()
+    writer = asyncio.create_task(write())
+    chunks: list[bytes] = []
+    async with asyncio.timeout(30):
+        async for chunk in tailer.chunks():
+            chunks.append(chunk)
+            if writer.done() and sum(map(len, chunks)) >= os.path.getsize(path):
+                tailer.stop()
+    assert b"".join(chunks) == _expected(path)
+    _check_sequence(b"".join(chunks), 0, 99)
+    took = time.monotonic() - t0
+    assert len(chunks) <= min(took / 0.1 + 3, 40), (len(chunks), took)  # not one per line (100)
 
 
 async def test_stop_ends_a_follow_that_waits_for_bytes_and_a_cancel_is_not_taken_for_a_stop(

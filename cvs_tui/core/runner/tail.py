@@ -11,10 +11,11 @@ Either way, reaching the offset costs a seek, not a read of the whole file: a po
 what it costs on a 1 kB one.
 
 Following coalesces, within a latency budget of ``coalesce`` seconds: the node's tail sends what was
-written every ``coalesce`` seconds in one write (see :func:`follow_command`), and after handing out a
-chunk this side waits half of that before the next read, so what a tail without that option sends
-(one write per line) comes in at most two chunks per ``coalesce`` seconds, while the next write of a
-tail that has it finds the read already waiting (no wait added to the tail's). A busy node then costs
+written every ``coalesce`` seconds in one write (see :func:`follow_command`). A tail without that option
+(one write per line) shows itself by two chunks that come less than half a budget apart: from then on
+this side waits half the budget after each chunk before the next read, so that tail's lines come in at
+most two chunks per ``coalesce`` seconds. A tail that coalesces is read without that wait (a timer and a wake-up
+per chunk less; its next write finds the read already waiting). A busy node then costs
 one SSH packet and one read (one chunk, one parse, one batch of events) per ``coalesce`` seconds
 instead of one of each per line.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import shlex
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -165,6 +167,7 @@ class LogTailer:
         proc: NodeProcess = await self.transport.start_follow(
             follow_command(self.path, self.offset, self.coalesce)
         )
+        loop, last, eager = asyncio.get_running_loop(), -math.inf, False  # when the last chunk came
         try:
             while not self._stop.is_set():
                 # a read that stop() can end: it cancels the read (cheaper than waiting on the read
@@ -180,9 +183,12 @@ class LogTailer:
                     self._reading = None
                 if not data:
                     raise CommandError(f"{self.transport.name}: tail of {self.path} ended", -1)
+                now = loop.time()
+                eager, last = eager or now - last < self.coalesce / 2, now  # stays so: one tail, one kind
                 yield data
-                if self.coalesce > 0 and not self._stop.is_set():
-                    # what arrives meanwhile waits in the channel's buffer; the next read takes all of it
+                if eager and self.coalesce > 0 and not self._stop.is_set():
+                    # a tail that writes every line: what arrives meanwhile waits in the channel's
+                    # buffer, and the next read takes all of it
                     await asyncio.sleep(self.coalesce / 2)
         finally:
             await proc.close()
