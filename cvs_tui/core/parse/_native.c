@@ -1285,6 +1285,93 @@ static PyObject *clock_lines(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Step columns (judge/columns.py): the fields the judge reads of each step event of a parsed batch, as typed
+ * arrays, read from the slots configure() found. Twin: _pyscan.step_columns.
+ * ------------------------------------------------------------------------------------------------------- */
+enum { C_STEP, C_LINE, C_LOSS, C_KIND, C_SEC, C_HSEC, C_TF, C_HTF, C_TOK, C_HTOK, C_TW, C_HTW, C_TS, NCOLS };
+
+static PyObject *step_columns(PyObject *self, PyObject *args) {
+    PyObject *events, *kinds;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &events, &PyTuple_Type, &kinds)) return NULL;
+    if (!step_cls) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return NULL;
+    }
+    static const int width[NCOLS] = {8, 8, 8, 1, 8, 1, 8, 1, 8, 1, 8, 1, 8};
+    static const int opt_field[5] = {F_SEC, F_TF, F_TOK, F_TW, F_TS};
+    Py_ssize_t n = PyList_GET_SIZE(events), nsteps = 0, sourced = -1;
+    char *col[NCOLS] = {0};
+    PyObject *others = PyList_New(0), *out = NULL;
+    if (!others) return NULL;
+    for (int c = 0; c < NCOLS; c++)
+        if (!(col[c] = PyMem_Malloc((size_t)(n ? n : 1) * (size_t)width[c]))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(events, i);
+        if (Py_TYPE(e) != step_cls) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            int bad = !at || PyList_Append(others, at) < 0;
+            Py_XDECREF(at);
+            if (bad) goto done;
+            continue;
+        }
+        PyObject *f[NFIELDS];
+        for (int k = 0; k < NFIELDS; k++) {
+            f[k] = *(PyObject **)((char *)e + step_offsets[k]);
+            if (!f[k]) {
+                PyErr_Format(PyExc_AttributeError, "step event without %s", FIELD_NAMES[k]);
+                goto done;
+            }
+        }
+        Py_ssize_t j = nsteps;
+        long long step = PyLong_AsLongLong(f[F_STEP]), line = PyLong_AsLongLong(f[F_LINE]);
+        double loss = PyFloat_AsDouble(f[F_LOSS]);
+        if (PyErr_Occurred()) goto done;
+        memcpy(col[C_STEP] + 8 * j, &step, 8);
+        memcpy(col[C_LINE] + 8 * j, &line, 8);
+        memcpy(col[C_LOSS] + 8 * j, &loss, 8);
+        Py_ssize_t kind = -1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kinds) && kind < 0; k++)
+            if (PyTuple_GET_ITEM(kinds, k) == f[F_KIND]) kind = k;
+        if (kind < 0 || kind > 127) {
+            PyErr_SetObject(PyExc_KeyError, f[F_KIND]);
+            goto done;
+        }
+        col[C_KIND][j] = (char)kind;
+        for (int k = 0; k < 5; k++) {
+            PyObject *v = f[opt_field[k]];
+            double x = v == Py_None ? NAN : PyFloat_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred()) goto done;
+            memcpy(col[C_SEC + 2 * k] + 8 * j, &x, 8);
+            if (k < 4) col[C_HSEC + 2 * k][j] = v != Py_None;
+        }
+        if (sourced < 0 && f[F_SRC] != Py_None) {
+            int t = PyObject_IsTrue(f[F_SRC]);
+            if (t < 0) goto done;
+            if (t) sourced = j;
+        }
+        nsteps++;
+    }
+    PyObject *cols = PyTuple_New(NCOLS);
+    if (!cols) goto done;
+    for (int c = 0; c < NCOLS; c++) {
+        PyObject *b = PyBytes_FromStringAndSize(col[c], nsteps * width[c]);
+        if (!b) {
+            Py_DECREF(cols);
+            goto done;
+        }
+        PyTuple_SET_ITEM(cols, c, b);
+    }
+    out = Py_BuildValue("NOn", cols, others, sourced);
+done:
+    for (int c = 0; c < NCOLS; c++) PyMem_Free(col[c]);
+    Py_DECREF(others);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"find_headers", find_headers, METH_VARARGS,
      "find_headers(norm, pos) -> record starts (> 0, ascending) at or after pos."},
@@ -1300,6 +1387,9 @@ static PyMethodDef methods[] = {
     {"clock_lines", clock_lines, METH_VARARGS,
      "clock_lines(data, end, line0, state) -> (timed lines as int64 bytes, their times as float64 bytes, "
      "lines read, state)."},
+    {"step_columns", step_columns, METH_VARARGS,
+     "step_columns(events, kinds) -> (columns as bytes, indexes of the other events, first step with a "
+     "source or -1)."},
     {NULL, NULL, 0, NULL},
 };
 

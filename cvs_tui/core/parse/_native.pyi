@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Collection, Sequence
 
-from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.events import LogEvent, StepEvent, StepKind
 
 def find_headers(norm: bytes, pos: int) -> list[int]: ...
 def record_lines(orig: bytes, starts: list[int], line0: int) -> list[int]: ...
@@ -28,3 +28,6 @@ class LiteralScanner:
 def clock_lines(
     data: bytes, end: int, line0: int, state: tuple[int, int, float], /
 ) -> tuple[bytes, bytes, int, tuple[int, int, float]]: ...
+def step_columns(
+    events: list[LogEvent], kinds: tuple[StepKind, ...], /
+) -> tuple[tuple[bytes, ...], list[int], int]: ...

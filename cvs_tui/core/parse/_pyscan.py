@@ -15,13 +15,14 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 
-from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.events import LogEvent, StepEvent, StepKind
 from cvs_tui.core.parse import dialects as d
 
 _WS = frozenset(b" \t\x0b\x0c")
 _GLOG_LEVELS = frozenset(b"IWEF")
 _INF = float("inf")
 _NINF = float("-inf")
+_NAN = float("nan")
 
 # what configure() hands over (the C module fills its StepEvents the same way)
 _step_cls: type[StepEvent] = StepEvent
@@ -324,3 +325,35 @@ def clock_lines(data: bytes, end: int, line0: int, state: ClockState) -> tuple[b
     times: array[float] = array("d")
     n, state = clock_groups(_CLOCK_LINE.findall(text), line0, state, at, times)
     return at.tobytes(), times.tobytes(), n, state
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Step columns (judge/columns.py reads them)
+# ---------------------------------------------------------------------------------------------------------
+_OPTIONAL_FIELDS = ("seconds", "tflops_per_device", "tokens_per_device", "total_weights", "timestamp")
+
+
+def step_columns(
+    events: list[LogEvent], kinds: tuple[StepKind, ...]
+) -> tuple[tuple[bytes, ...], list[int], int]:
+    """The fields the judge reads of each step event (``type(e) is`` the configured step class) of
+    ``events``, as the bytes of typed arrays: step, line (int64), loss (float64), kind (int8: the index in
+    ``kinds``), then seconds, TFLOP/s, tokens and total weights (float64, NaN for None) each with a has-value
+    byte column, then timestamp (float64, NaN for None). Also the indexes of the other events, and the
+    first step (in step order) with a non-empty source, -1 if none."""
+    steps = [e for e in events if type(e) is _step_cls]
+    others = [i for i, e in enumerate(events) if type(e) is not _step_cls]
+    code = {k: i for i, k in enumerate(kinds)}
+    cols: list[bytes] = [
+        array("q", [e.step for e in steps]).tobytes(),
+        array("q", [e.line for e in steps]).tobytes(),
+        array("d", [e.loss for e in steps]).tobytes(),
+        bytes([code[e.kind] for e in steps]),
+    ]
+    for name in _OPTIONAL_FIELDS:
+        raw = [getattr(e, name) for e in steps]
+        cols.append(array("d", [_NAN if v is None else v for v in raw]).tobytes())
+        if name != "timestamp":
+            cols.append(bytes(v is not None for v in raw))
+    sourced = next((i for i, e in enumerate(steps) if e.source), -1)
+    return tuple(cols), others, sourced
