@@ -52,7 +52,7 @@ from cvs_tui.core.judge.metrics import (
 )
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
-from cvs_tui.core.judge.series import SERIES_CAP, decimated, series_note
+from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
@@ -406,11 +406,16 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         notes=sheet.notes,
         stalls=stalls,
     )
+    cap = digests[0].series_cap if digests else SERIES_CAP
     thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
+    points = len(result.loss_curve_points)
+    if points > cap:
+        result.notes.append(curve_note(points, cap))
     if thinned:
-        result.notes.append(series_note(thinned, digests[0].series_cap))
+        result.notes.append(series_note(thinned, cap))
     decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
-    verdicts = run_verdicts(run, result, decided[0])
+    verdicts = run_verdicts(run, result, decided[0])  # over every sampled point of the curve
+    result.loss_curve_points = curve_points(result.loss_curve_points, cap)
     nodes = [
         d.record.model_copy(
             update={
