@@ -113,3 +113,16 @@ def test_every_fixture(log: Path) -> None:
         for b in batches:
             assert _native.step_columns(b, KINDS) == _pyscan.step_columns(b, KINDS)
         _same_collected(_collected(batches, native=True), _collected(batches, native=False))
+
+
+def test_exact_sum_is_the_list_sum() -> None:
+    """exact_sum adds the same floats in the same order as ``sum(xs.tolist())`` (the live judge's sums)."""
+    from cvs_tui.core.judge.columns import exact_sum
+
+    rnd = np.random.default_rng(3)
+    for n in (0, 1, 5, (1 << 16) - 1, 1 << 16, (1 << 16) * 3 + 7):
+        xs = rnd.lognormal(0, 2, n) * rnd.choice([1e-9, 1.0, 1e12], n)
+        assert repr(exact_sum(xs)) == repr(sum(xs.tolist()))
+    for odd in ([-0.0], [-0.0, -0.0], [math.inf, 1.0], [math.inf, -math.inf], [NAN, 1.0], [1e308, 1e308]):
+        xs = np.array(odd)
+        assert repr(exact_sum(xs)) == repr(sum(xs.tolist()))

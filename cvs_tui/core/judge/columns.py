@@ -179,6 +179,20 @@ class StepCollector:
         return Collected(cols, self.others, kept)
 
 
+_SUM_CHUNK = 1 << 16
+
+
+def exact_sum(xs: npt.NDArray[np.float64]) -> float:
+    """``sum(xs.tolist())`` (the live judge's ``sum`` of a list of floats, the same float on every Python
+    version) without the list: one ``sum`` over the values a chunk at a time, so the temporary Python
+    floats stay bounded whatever the length."""
+    from itertools import chain
+
+    chunks = (xs[i : i + _SUM_CHUNK].tolist() for i in range(0, len(xs), _SUM_CHUNK))
+    total: float = sum(chain.from_iterable(chunks))
+    return total
+
+
 def collect(events: Iterable[LogEvent]) -> Collected:
     """The columns of a node's events held in memory."""
     c = StepCollector()
@@ -186,4 +200,14 @@ def collect(events: Iterable[LogEvent]) -> Collected:
     return c.finish()
 
 
-__all__ = ["KINDS", "PROFILER", "RAMPUP", "TRAIN", "Collected", "StepCollector", "StepColumns", "collect"]
+__all__ = [
+    "KINDS",
+    "PROFILER",
+    "RAMPUP",
+    "TRAIN",
+    "Collected",
+    "StepCollector",
+    "StepColumns",
+    "collect",
+    "exact_sum",
+]

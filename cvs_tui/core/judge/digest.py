@@ -31,7 +31,7 @@ from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock, file_line_clock
 from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
 from cvs_tui.core.judge.column_window import column_window
-from cvs_tui.core.judge.columns import Collected, StepColumns, collect
+from cvs_tui.core.judge.columns import Collected, StepColumns, collect, exact_sum
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
@@ -332,8 +332,8 @@ def _window_figures(
         fl_ok = a.fl_ok | (tflops_step is not None)
         fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
         ok = d.stats.step_time_mean_ms is not None
-        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
-        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
+        tk_rate = exact_sum(tok[tok_ok]) / d.window_seconds if ok and tok_ok.all() else None
+        fl_rate = exact_sum(fl[fl_ok]) / d.window_seconds if ok and fl_ok.all() else None
         stats.append(
             dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
         )
