@@ -15,6 +15,10 @@ absl's zero-date form (``E0000 00:00:<epoch> ...``, printed before absl is set u
 on another scale and only ever precedes training. Headers in the middle of a line (a flattened log)
 are not read, since a line can then hold many times. Every event carries the 1-based line its record
 starts on, so ``clock.get(event.line)`` is the event's time.
+
+The per-line work runs in the byte scanner (``clock_lines`` of the C module, or of its twin ``_pyscan``,
+which holds the regex and the year rules); :class:`ClockBuilder` takes a log a chunk at a time, so
+``analyze`` reads the clock from the chunks it parses.
 """
 
 from __future__ import annotations

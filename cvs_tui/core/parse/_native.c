@@ -1,6 +1,6 @@
 /*
  * The parser's byte scanning in C: record headers, newline counts, the case-folded literal prefilter and
- * `completed step` lines. Each function answers exactly what its pure-Python twin of the same name in
+ * `completed step` lines; and for `analyze`, the line clock's header times and the step columns. Each function answers exactly what its pure-Python twin of the same name in
  * _pyscan.py answers for the same input (the test-suite checks this on real and fuzzed logs); _pyscan
  * stays the reference and the fallback when this module is not built. _native.pyi has the signatures.
  *
