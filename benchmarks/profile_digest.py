@@ -6,6 +6,12 @@ time, and the CPU time of the parser alone on the same log for comparison.
 
 The log is built as ``analyze_big.py`` builds it (a real MaxText log's step lines, renumbered) unless
 ``--log`` names one. Compare two code trees by running it with PYTHONPATH set to each.
+
+Figures (2 cores shared with other jobs, load 2-22; least of interleaved runs), one 100 MB log, 447 k
+steps: before the line clock and the step columns moved into the byte scanner, parse + digest under
+cProfile CPU 4.5 s (the clock 1.9 s of it, building the columns 1.0 s), unprofiled 2.5 s; after, 1.9 s
+profiled (the clock 0.09 s, the columns 0.05 s), 1.4 s unprofiled, against the parser alone 1.0-1.1 s.
+Peak RSS while digesting 152 -> 148 MB.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def main() -> int:
         print(f"  parser alone: CPU {parse_cpu:.2f} s ({mb / parse_cpu:.1f} MB/s)")
         print(f"  digest_log_file (parse + digest), profiled: CPU {cpu:.2f} s ({mb / cpu:.1f} MB/s)")
         print(f"  peak RSS while digesting: {rss:.0f} MB")
-        for key in ("tottime", "cumulative"):
+        for key in ("tottime", "cumulative") if args.top > 0 else ():
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats(key).print_stats(args.top)
             text = out.getvalue()

@@ -17,7 +17,7 @@ from cvs_tui.core import offline
 from cvs_tui.core.events import StepEvent
 from cvs_tui.core.judge.digest import NodeDigest
 from cvs_tui.core.judge.finalize import finalize_run
-from cvs_tui.core.judge.series import SERIES_CAP, thin
+from cvs_tui.core.judge.series import SERIES_CAP, curve_points, thin
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import RunRecord
 
@@ -68,7 +68,11 @@ def _same_judgement(big: RunRecord, exact: RunRecord) -> None:
     assert big.metrics == exact.metrics
     assert big.verdicts == exact.verdicts
     assert (big.outcome, big.reason, big.status) == (exact.outcome, exact.reason, exact.status)
-    assert big.window == exact.window and big.loss_curve == exact.loss_curve
+    assert big.window == exact.window
+    # the loss curve's slope is the exact one; its listed points are the exact ones, bounded
+    assert big.loss_curve is not None and exact.loss_curve is not None
+    assert big.loss_curve.model_dump(exclude={"points"}) == exact.loss_curve.model_dump(exclude={"points"})
+    assert big.loss_curve.points == curve_points(exact.loss_curve.points, SERIES_CAP)
     assert big.errors == exact.errors and big.environment == exact.environment
     for b, e in zip(big.nodes, exact.nodes, strict=True):
         # every figure but the series is the same; the series are the exact ones, bounded
@@ -106,7 +110,13 @@ def test_a_long_run_is_judged_as_the_exact_judge_does(
         assert d.step_records == steps and d.thinned
     exact = _exact(run, logs)
     _same_judgement(big, exact)
-    assert big.notes[:-1] == exact.notes and "bounded at 2,000 entries per node" in big.notes[-1]
+    assert big.notes[:-2] == exact.notes and "bounded at 2,000 entries per node" in big.notes[-1]
+    # the curve (every 10th step sampled) lists at most SERIES_CAP points, its verdict counts all
+    sampled = len(exact.loss_curve.points) if exact.loss_curve else 0
+    assert sampled > SERIES_CAP and big.loss_curve and len(big.loss_curve.points) <= SERIES_CAP
+    assert f"loss curve bounded at 2,000 points ({sampled:,} sampled points)" in big.notes[-2]
+    slope = next(v for v in big.verdicts if v.metric == "training.loss_curve_slope")
+    assert f"over {sampled} points" in slope.message
     # the inserted stall is found on every node, and it stays on the bounded series and its chart
     for node in big.nodes:
         assert [s.step for s in node.stalls] == [STALL_AT]
@@ -173,3 +183,18 @@ def test_the_file_clock_is_the_line_clock(tmp_path: Path) -> None:
             path.write_bytes(variant)
             assert file_clock(path) == line_clock(variant), log.name
     assert line_clock((FIXTURES / "stall_sigstop.log").read_bytes())  # the fixtures do carry times
+
+
+def test_a_bounded_loss_curve_keeps_its_ends_and_extremes() -> None:
+    """curve_points: the points themselves up to the cap; above it at most cap points, the first and the
+    last, and in every bucket the lowest and the highest loss (a spike stays on the chart)."""
+    rnd = random.Random(7)
+    pts = [(s * 10, 7.0 - s * 1e-4 + rnd.uniform(-0.01, 0.01)) for s in range(50_000)]
+    pts[31_337] = (313_370, 99.0)
+    pts[4_242] = (42_420, -5.0)
+    assert curve_points(pts[:SERIES_CAP], SERIES_CAP) == pts[:SERIES_CAP]
+    for cap in (4, 100, SERIES_CAP):
+        got = curve_points(pts, cap)
+        assert len(got) <= cap and got == sorted(got) and set(got) <= set(pts)
+        assert got[0] == pts[0] and got[-1] == pts[-1]
+        assert (313_370, 99.0) in got and (42_420, -5.0) in got

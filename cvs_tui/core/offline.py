@@ -21,8 +21,9 @@ from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
+from cvs_tui.core.judge.clock import ClockBuilder
 from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_collected, finalize_digests, log_line_clock
+from cvs_tui.core.judge.digest import NodeDigest, digest_collected, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.verdicts import FAIL
@@ -156,9 +157,12 @@ def _refine_losses(c: Collected, steps: Sequence[MetricsFileStep]) -> None:
     c.kept = kept
 
 
-def collect_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[Collected, int]:
+def collect_log_file(
+    path: Path, error_patterns: dict[str, str] | None, *, clock: ClockBuilder | None = None
+) -> tuple[Collected, int]:
     """:func:`parse_log_file` of one node log as step columns (``judge.columns``), parsed a chunk at a
-    time: what is held grows by about 70 bytes a step line, never by the parsed events."""
+    time: what is held grows by about 70 bytes a step line, never by the parsed events. ``clock``: fed the
+    same chunks, so the log's line clock needs no second read."""
     from cvs_tui.core.parse.parser import NodeLogParser
 
     parser = NodeLogParser(error_patterns=error_patterns)
@@ -167,6 +171,8 @@ def collect_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple
         with path.open("rb") as fh:
             while chunk := fh.read(1 << 20):
                 collector.add(parser.feed(chunk))
+                if clock is not None:
+                    clock.feed(chunk)
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
     collector.add(parser.finish())
@@ -189,8 +195,10 @@ def digest_log_file(
     arrays: Path,
     keep_losses: bool = False,
 ) -> NodeDigest:
-    """Parse one node log, a chunk at a time, and reduce it to its digest (what the judge needs of it)."""
-    collected, lines = collect_log_file(path, error_patterns)
+    """Parse one node log, a chunk at a time, and reduce it to its digest (what the judge needs of it).
+    The log is read once: its line clock is read from the chunks the parser gets."""
+    clock = ClockBuilder()
+    collected, lines = collect_log_file(path, error_patterns, clock=clock)
     return digest_collected(
         rank,
         collected,
@@ -200,7 +208,7 @@ def digest_log_file(
         host=host,
         arrays=arrays,
         keep_losses=keep_losses,
-        clock=log_line_clock(path),
+        clock=clock.finish(),
     )
 
 

@@ -15,6 +15,10 @@ absl's zero-date form (``E0000 00:00:<epoch> ...``, printed before absl is set u
 on another scale and only ever precedes training. Headers in the middle of a line (a flattened log)
 are not read, since a line can then hold many times. Every event carries the 1-based line its record
 starts on, so ``clock.get(event.line)`` is the event's time.
+
+The per-line work runs in the byte scanner (``clock_lines`` of the C module, or of its twin ``_pyscan``,
+which holds the regex and the year rules); :class:`ClockBuilder` takes a log a chunk at a time, so
+``analyze`` reads the clock from the chunks it parses.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,21 +35,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-_ABSL = rb"[IWEF](\d{4} \d\d:\d\d:\d\d)(\.\d{1,9})? {1,20}\d{1,20} [^\s:\]]{1,200}:\d{1,10}\] "
-_TFXLA = rb"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{1,9})?: [IWEF] "
-_PYLOG = rb"(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(,\d{3})?:"
-HEADER_TIME = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")")
 _FIRST = frozenset(b"IWEFCD0123456789")  # what a timed header can start with
 _NO_YEAR = 2000  # a leap year, so that 0229 reads
-_HALF_YEAR = 183 * 86400.0
-
-
-def _base(year: int, month: int, day: int, hh: int, mm: int, ss: int) -> float | None:
-    """Epoch seconds of a whole second read as UTC, None for an impossible date."""
-    try:
-        return datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
-    except ValueError:  # 0229 in a common year, month 13, ...
-        return None
 
 
 def _frac(raw: bytes | None) -> float:
@@ -67,6 +57,8 @@ def file_clock(path: Path) -> dict[int, float]:
 
 def clock_of_lines(lines: Iterable[bytes]) -> dict[int, float]:
     """:func:`line_clock` of the log's lines, in order (a trailing newline on each is allowed)."""
+    from cvs_tui.core.parse._pyscan import HEADER_TIME
+
     match = HEADER_TIME.match
     first = _FIRST
     at, times = _clock(
@@ -118,79 +110,63 @@ def file_line_clock(path: Path) -> LineClock:
     return LineClock(*file_clock_arrays(path))
 
 
-# every line, with its header's groups when it starts with one: findall of a block gives one tuple a line
-# (absent groups are b""), with no Python step per line (a header never spans a line break)
-_LINE = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")?[^\n]*\n")
+class ClockBuilder:
+    """The line clock of a log fed a chunk at a time (any chunking; ``analyze`` feeds it the chunks it
+    parses, so the log is read once). The lines run through the byte scanner (``accel``: the C module's
+    ``clock_lines`` or its twin in ``_pyscan``); ``native`` as for ``NodeLogParser``."""
+
+    def __init__(self, native: bool | None = None) -> None:
+        from cvs_tui.core.parse import accel
+        from cvs_tui.core.parse._pyscan import CLOCK_START, ClockState
+
+        self._scan = accel.select(native).clock_lines
+        self._carry = b""
+        self._lines = 0
+        self._state: ClockState = CLOCK_START
+        self.at: array[int] = array("q")
+        self.times: array[float] = array("d")
+
+    def _run(self, data: bytes, end: int) -> None:
+        at, times, n, self._state = self._scan(data, end, self._lines, self._state)
+        self._lines += n
+        self.at.frombytes(at)
+        self.times.frombytes(times)
+
+    def feed(self, data: bytes) -> None:
+        data = self._carry + data if self._carry else data
+        cut = data.rfind(b"\n") + 1
+        self._carry = data[cut:]
+        if cut:
+            self._run(data, cut)
+
+    def finish(self) -> LineClock:
+        if self._carry:
+            self._run(self._carry, len(self._carry))
+            self._carry = b""
+        return LineClock(self.at, self.times)
 
 
-def file_clock_arrays(path: Path, block: int = 8 << 20) -> tuple[array[int], array[float]]:
+def file_clock_arrays(
+    path: Path, block: int = 8 << 20, *, native: bool | None = None
+) -> tuple[array[int], array[float]]:
     """The timed lines of a log file (ascending) and their times; see :func:`line_clock`."""
-
-    def blocks() -> Iterator[list[tuple[bytes, ...]]]:
-        carry = b""
-        with path.open("rb") as fh:
-            while data := fh.read(block):
-                data = carry + data
-                cut = data.rfind(b"\n") + 1
-                carry = data[cut:]
-                if cut:
-                    yield _LINE.findall(data, 0, cut)
-        if carry:
-            yield _LINE.findall(carry + b"\n")
-
-    return _clock(blocks())
+    clock = ClockBuilder(native)
+    with path.open("rb") as fh:
+        while data := fh.read(block):
+            clock.feed(data)
+    done = clock.finish()
+    return done.lines, done.times
 
 
 def _clock(blocks: Iterable[Iterable[tuple[bytes | None, ...] | None]]) -> tuple[array[int], array[float]]:
     """The timed lines (ascending) and their times, from each line's header groups in order, in blocks of
     lines (None or empty groups: the line starts with no timed header)."""
+    from cvs_tui.core.parse._pyscan import CLOCK_START, clock_groups
+
     at: array[int] = array("q")
     times: array[float] = array("d")
-    put_line, put_time = at.append, times.append
-    year: int | None = None  # from the latest full-date header
-    absl_year = _NO_YEAR
-    last_absl: float | None = None
-    # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
-    seconds: dict[tuple[int, bytes], float | None] = {}
-    for line, g in enumerate(chain.from_iterable(blocks), start=1):
-        if g is None:
-            continue
-        key = g[0]
-        if key:  # absl: b"MMDD HH:MM:SS"
-            if key[:2] == b"00":
-                continue  # zero-date form: another scale
-            if year is not None:
-                absl_year = year
-            base = seconds.get((absl_year, key), -1.0)
-            if base == -1.0:
-                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
-            if base is not None and last_absl is not None and base < last_absl - _HALF_YEAR:
-                absl_year += 1  # the log crossed New Year
-                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
-            if base is None:
-                continue
-            last_absl = base
-            raw = g[1]
-        else:
-            key, raw = (g[2], g[3]) if g[2] else (g[4], g[5])
-            if not key:
-                continue
-            year = int(key[:4])
-            base = seconds.get((0, key), -1.0)
-            if base == -1.0:
-                base = seconds[(0, key)] = _base(
-                    year, int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), int(key[17:19])
-                )
-            if base is None:
-                continue
-        put_line(line)
-        # b".ffffff" reads as b"0.ffffff" does; python logging's b",mmm" does not
-        put_time(base + ((float(raw) if raw[0] == 46 else float(b"0." + raw[1:])) if raw else 0.0))
+    clock_groups(chain.from_iterable(blocks), 0, CLOCK_START, at, times)
     return at, times
-
-
-def _absl_base(year: int, key: bytes) -> float | None:
-    return _base(year, int(key[0:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]))
 
 
 def absl_clock_time(text: str, year: int = _NO_YEAR) -> float:
@@ -200,7 +176,9 @@ def absl_clock_time(text: str, year: int = _NO_YEAR) -> float:
     m = re.fullmatch(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(\.\d{1,9})?", text.strip())
     if m is None:
         raise ValueError(f"not an MMDD HH:MM:SS.ffffff time: {text!r}")
-    t = _base(year, *(int(m.group(i)) for i in range(1, 6)))
+    from cvs_tui.core.parse._pyscan import utc_seconds
+
+    t = utc_seconds(year, *(int(m.group(i)) for i in range(1, 6)))
     if t is None:
         raise ValueError(f"not a calendar date: {text!r}")
     return t + _frac(m.group(6).encode() if m.group(6) else None)

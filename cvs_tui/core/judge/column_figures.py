@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from cvs_tui.core.config.blocks import TargetMetric
 from cvs_tui.core.events import EvalEvent
-from cvs_tui.core.judge.columns import TRAIN, StepColumns
+from cvs_tui.core.judge.columns import TRAIN, StepColumns, exact_sum
 from cvs_tui.core.judge.loss import eval_section, loss_curve_section, nonfinite_text
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet, percentile
 
@@ -81,7 +81,7 @@ def node_stats(
 
     rec = ps.last[np.searchsorted(ps.steps, window)] if len(window) else np.zeros(0, np.int64)
     secs = ps.seconds(cols, rec)
-    t = sum(secs.tolist())
+    t = exact_sum(secs)
     ok = bool(len(window)) and t > 0
     stats = NodeStats(
         rank=rank,
@@ -196,7 +196,7 @@ def _convergence(
     sheet.put("training.steps_to_target", float(hit))
     order = np.argsort(ps.first, kind="stable")  # per_step_events' dict order
     secs = ps.seconds(cols, ps.last[order])
-    sheet.put("training.time_to_target_seconds", sum(secs[ps.steps[order] <= hit].tolist()))
+    sheet.put("training.time_to_target_seconds", exact_sum(secs[ps.steps[order] <= hit]))
 
 
 __all__ = ["TrainSteps", "all_losses", "loss_metrics", "node_stats", "train_steps"]

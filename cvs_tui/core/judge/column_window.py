@@ -23,7 +23,7 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.judge.background import Interval, background_intervals
 from cvs_tui.core.judge.clock import LineClock
-from cvs_tui.core.judge.columns import PROFILER, TRAIN, Collected, StepColumns
+from cvs_tui.core.judge.columns import PROFILER, TRAIN, Collected, StepColumns, exact_sum
 from cvs_tui.core.judge.stalls import (
     ANCHOR_NEIGHBOURS,
     LINE_LAG,
@@ -192,7 +192,7 @@ def column_stalls(cols: StepColumns, background: list[Interval], clock: Clock, w
     judged = _first_of_each(timed[later], step)
     secs = sec[judged]
     n = len(judged)
-    wall = sum(secs.tolist())
+    wall = exact_sum(secs)
     if n < MIN_BASELINE_STEPS:
         return StallReport((), n, (), None, None, wall, wall / n if n else None)
     srt = np.sort(secs)
@@ -218,7 +218,7 @@ def column_stalls(cols: StepColumns, background: list[Interval], clock: Clock, w
     stalls = [_attribute(st, timeline, 2.0 * m) for st in stalls]
     stalled = np.fromiter({st.step for st in stalls if st.source == "seconds"}, np.int64)
     steady = secs[~np.isin(step[judged], stalled)]
-    mean = sum(steady.tolist()) / len(steady) if len(steady) else None
+    mean = exact_sum(steady) / len(steady) if len(steady) else None
     return StallReport(tuple(stalls), n, (), m, limit, wall, mean)
 
 

@@ -31,7 +31,7 @@ from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock, file_line_clock
 from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
 from cvs_tui.core.judge.column_window import column_window
-from cvs_tui.core.judge.columns import Collected, StepColumns, collect
+from cvs_tui.core.judge.columns import Collected, StepColumns, collect, exact_sum
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
@@ -52,7 +52,7 @@ from cvs_tui.core.judge.metrics import (
 )
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
-from cvs_tui.core.judge.series import SERIES_CAP, decimated, series_note
+from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
@@ -332,8 +332,8 @@ def _window_figures(
         fl_ok = a.fl_ok | (tflops_step is not None)
         fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
         ok = d.stats.step_time_mean_ms is not None
-        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
-        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
+        tk_rate = exact_sum(tok[tok_ok]) / d.window_seconds if ok and tok_ok.all() else None
+        fl_rate = exact_sum(fl[fl_ok]) / d.window_seconds if ok and fl_ok.all() else None
         stats.append(
             dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
         )
@@ -406,11 +406,16 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         notes=sheet.notes,
         stalls=stalls,
     )
+    cap = digests[0].series_cap if digests else SERIES_CAP
     thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
+    points = len(result.loss_curve_points)
+    if points > cap:
+        result.notes.append(curve_note(points, cap))
     if thinned:
-        result.notes.append(series_note(thinned, digests[0].series_cap))
+        result.notes.append(series_note(thinned, cap))
     decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
-    verdicts = run_verdicts(run, result, decided[0])
+    verdicts = run_verdicts(run, result, decided[0])  # over every sampled point of the curve
+    result.loss_curve_points = curve_points(result.loss_curve_points, cap)
     nodes = [
         d.record.model_copy(
             update={

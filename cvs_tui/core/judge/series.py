@@ -87,6 +87,26 @@ def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap:
     return sorted(keep)
 
 
+def curve_points(points: list[tuple[int, float]], cap: int) -> list[tuple[int, float]]:
+    """A loss curve's points: every one up to ``cap``, else per bucket of consecutive points the first and
+    the ones with the lowest and the highest loss, and the last point (at most ``cap``)."""
+    import numpy as np
+
+    if len(points) <= cap:
+        return points
+    loss = np.fromiter((v for _, v in points), dtype=np.float64, count=len(points))
+    return [points[i] for i in decimated(loss, np.full(len(points), -np.inf), cap)]
+
+
+def curve_note(points: int, cap: int) -> str:
+    """The run note for a loss curve whose points were bounded."""
+    return (
+        f"loss curve bounded at {cap:,} points ({points:,} sampled points): its slope and verdict are "
+        "computed over every sampled point, but `loss_curve.points` keeps, per bucket of consecutive points, "
+        "the first and the lowest and highest loss (and the last point)"
+    )
+
+
 def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None) -> str:
     """The run note for nodes whose series were bounded: (rank, step records, window steps) each."""
     cap = SERIES_CAP if cap is None else cap
@@ -100,4 +120,4 @@ def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None)
     )
 
 
-__all__ = ["SERIES_CAP", "decimated", "series_note", "step_series", "thin"]
+__all__ = ["SERIES_CAP", "curve_note", "curve_points", "decimated", "series_note", "step_series", "thin"]

@@ -1,6 +1,6 @@
 /*
  * The parser's byte scanning in C: record headers, newline counts, the case-folded literal prefilter and
- * `completed step` lines. Each function answers exactly what its pure-Python twin of the same name in
+ * `completed step` lines; and for `analyze`, the line clock's header times and the step columns. Each function answers exactly what its pure-Python twin of the same name in
  * _pyscan.py answers for the same input (the test-suite checks this on real and fuzzed logs); _pyscan
  * stays the reference and the fallback when this module is not built. _native.pyi has the signatures.
  *
@@ -1124,6 +1124,254 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------------------------
+ * The line clock (judge/clock.py): the time of every line that starts with a timed record header, with the
+ * year carried from line to line. Twin: _pyscan.clock_lines (its regex _CLOCK_LINE and clock_groups).
+ * ------------------------------------------------------------------------------------------------------- */
+#define CLOCK_NO_YEAR 2000
+#define CLOCK_HALF_YEAR (183 * 86400.0)
+
+static inline int two(uc *b, Py_ssize_t i) { return (b[i] - '0') * 10 + (b[i + 1] - '0'); }
+
+/* days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil) */
+static long long days_from_civil(long long y, int m, int d) {
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* datetime(y, mo, d, hh, mi, ss, tzinfo=UTC).timestamp(): 1 and *out, or 0 where datetime refuses it */
+static int civil_seconds(long long y, int mo, int d, int hh, int mi, int ss, double *out) {
+    static const int dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || y > 9999 || mo < 1 || mo > 12 || hh > 23 || mi > 59 || ss > 59 || d < 1) return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > dim[mo - 1] + (mo == 2 && leap)) return 0;
+    *out = (double)(days_from_civil(y, mo, d) * 86400LL + hh * 3600LL + mi * 60LL + ss);
+    return 1;
+}
+
+/* `(\.\d{1,9})?` (or `(,\d{3})?` when comma) at i, followed by `stop`: the end of the fraction (i when
+ * absent) or -1; *frac gets float(b"0." + digits). */
+static Py_ssize_t clock_frac(uc *b, Py_ssize_t i, Py_ssize_t n, int comma, unsigned char stop, double *frac) {
+    *frac = 0.0;
+    if (i < n && b[i] == (comma ? ',' : '.')) {
+        Py_ssize_t j = comma ? (i + 4 <= n && is_digit(b[i + 1]) && is_digit(b[i + 2]) && is_digit(b[i + 3]) ? i + 4 : -1)
+                             : digits(b, i + 1, n, 1, 9);
+        if (j >= 0 && j < n && b[j] == stop) {
+            uint64_t m = 0;
+            for (Py_ssize_t k = i + 1; k < j; k++) m = m * 10 + (uint64_t)(b[k] - '0');
+            *frac = (double)m / POW10[j - i - 1]; /* both exact: one correctly rounded division, as float() */
+            return j;
+        }
+    }
+    return i < n && b[i] == stop ? i : -1;
+}
+
+/* `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d` at i */
+static int full_date(uc *b, Py_ssize_t i, Py_ssize_t n) {
+    static const char shape[] = "dddd-dd-dd dd:dd:dd";
+    if (i + 19 > n) return 0;
+    for (int k = 0; k < 19; k++)
+        if (shape[k] == 'd' ? !is_digit(b[i + k]) : b[i + k] != (unsigned char)shape[k]) return 0;
+    return 1;
+}
+
+/* The timed header at line start h: 1 (absl: *key at MMDD), 2 (a full date at *key), or 0; *frac: its
+ * fraction of a second. The same matches as _pyscan's _ABSL | _TFXLA | _PYLOG at a line start. */
+static int clock_header(uc *b, Py_ssize_t h, Py_ssize_t n, Py_ssize_t *key, double *frac) {
+    unsigned char c = b[h];
+    if (is_level(c) && h + 14 <= n && is_digit(b[h + 1])) { /* absl */
+        static const char shape[] = "dddd dd:dd:dd";
+        for (int k = 0; k < 13; k++)
+            if (shape[k] == 'd' ? !is_digit(b[h + 1 + k]) : b[h + 1 + k] != (unsigned char)shape[k]) return 0;
+        Py_ssize_t j = clock_frac(b, h + 14, n, 0, ' ', frac);
+        if (j < 0) return 0;
+        Py_ssize_t k = j, lim = j + 21 < n ? j + 21 : n;
+        while (k < lim && b[k] == ' ') k++;
+        if (k - j < 1 || k - j > 20) return 0;
+        j = digits(b, k, n, 1, 20);
+        if (j < 0 || j >= n || b[j] != ' ' || match_src_close(b, j + 1, n) < 0) return 0;
+        *key = h + 1;
+        return 1;
+    }
+    if (is_digit(c)) { /* TF/XLA */
+        if (!full_date(b, h, n)) return 0;
+        Py_ssize_t j = clock_frac(b, h + 19, n, 0, ':', frac);
+        if (j < 0 || j + 4 > n || b[j + 1] != ' ' || !is_level(b[j + 2]) || b[j + 3] != ' ') return 0;
+        *key = h;
+        return 2;
+    }
+    static const char *const names[] = {"INFO:", "WARNING:", "ERROR:", "CRITICAL:", "DEBUG:"};
+    for (int k = 0; k < 5; k++) { /* python logging */
+        Py_ssize_t len = (Py_ssize_t)strlen(names[k]);
+        if (!lit(b, h, n, names[k], len)) continue;
+        if (!full_date(b, h + len, n) || clock_frac(b, h + len + 19, n, 1, ':', frac) < 0) return 0;
+        *key = h + len;
+        return 2;
+    }
+    return 0;
+}
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap; /* bytes */
+} bytebuf;
+
+static int bb_put(bytebuf *x, const void *v, Py_ssize_t size) {
+    if (x->len + size > x->cap) {
+        Py_ssize_t cap = x->cap ? x->cap * 2 : 1 << 14;
+        char *p = PyMem_Realloc(x->p, (size_t)cap);
+        if (!p) return -1;
+        x->p = p, x->cap = cap;
+    }
+    memcpy(x->p + x->len, v, (size_t)size);
+    x->len += size;
+    return 0;
+}
+
+static PyObject *clock_lines(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t end, line;
+    long long year, absl_year;
+    double last;
+    if (!PyArg_ParseTuple(args, "y*nn(LLd)", &view, &end, &line, &year, &absl_year, &last)) return NULL;
+    uc *b = (uc *)view.buf;
+    Py_ssize_t n = end < view.len ? end : view.len, nlines = 0;
+    bytebuf at = {0}, times = {0};
+    int failed = 0;
+    for (Py_ssize_t h = 0; h < n && !failed; nlines++) {
+        line++;
+        const uc *nl = memchr(b + h, '\n', (size_t)(n - h));
+        Py_ssize_t eol = nl ? (Py_ssize_t)(nl - b) : n;
+        Py_ssize_t key;
+        double frac, base;
+        int kind = clock_header(b, h, eol, &key, &frac);
+        h = eol + 1;
+        if (kind == 1) {
+            if (b[key] == '0' && b[key + 1] == '0') continue; /* the zero-date form: another scale */
+            if (year >= 0) absl_year = year;
+            int mo = two(b, key), d = two(b, key + 2), hh = two(b, key + 5), mi = two(b, key + 8),
+                ss = two(b, key + 11);
+            int ok = civil_seconds(absl_year, mo, d, hh, mi, ss, &base);
+            if (ok && base < last - CLOCK_HALF_YEAR) { /* the log crossed New Year (false while last is NaN) */
+                absl_year++;
+                ok = civil_seconds(absl_year, mo, d, hh, mi, ss, &base);
+            }
+            if (!ok) continue;
+            last = base;
+        } else if (kind == 2) {
+            year = (b[key] - '0') * 1000 + (b[key + 1] - '0') * 100 + two(b, key + 2);
+            if (!civil_seconds(year, two(b, key + 5), two(b, key + 8), two(b, key + 11), two(b, key + 14),
+                               two(b, key + 17), &base))
+                continue;
+        } else
+            continue;
+        long long at_line = (long long)line;
+        double t = base + frac;
+        failed = bb_put(&at, &at_line, sizeof at_line) < 0 || bb_put(&times, &t, sizeof t) < 0;
+    }
+    PyBuffer_Release(&view);
+    PyObject *out = NULL;
+    if (failed)
+        PyErr_NoMemory();
+    else
+        out = Py_BuildValue("y#y#n(LLd)", at.p ? at.p : "", at.len, times.p ? times.p : "", times.len, nlines,
+                            year, absl_year, last);
+    PyMem_Free(at.p);
+    PyMem_Free(times.p);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Step columns (judge/columns.py): the fields the judge reads of each step event of a parsed batch, as typed
+ * arrays, read from the slots configure() found. Twin: _pyscan.step_columns.
+ * ------------------------------------------------------------------------------------------------------- */
+enum { C_STEP, C_LINE, C_LOSS, C_KIND, C_SEC, C_HSEC, C_TF, C_HTF, C_TOK, C_HTOK, C_TW, C_HTW, C_TS, NCOLS };
+
+static PyObject *step_columns(PyObject *self, PyObject *args) {
+    PyObject *events, *kinds;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &events, &PyTuple_Type, &kinds)) return NULL;
+    if (!step_cls) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return NULL;
+    }
+    static const int width[NCOLS] = {8, 8, 8, 1, 8, 1, 8, 1, 8, 1, 8, 1, 8};
+    static const int opt_field[5] = {F_SEC, F_TF, F_TOK, F_TW, F_TS};
+    Py_ssize_t n = PyList_GET_SIZE(events), nsteps = 0, sourced = -1;
+    char *col[NCOLS] = {0};
+    PyObject *others = PyList_New(0), *out = NULL;
+    if (!others) return NULL;
+    for (int c = 0; c < NCOLS; c++)
+        if (!(col[c] = PyMem_Malloc((size_t)(n ? n : 1) * (size_t)width[c]))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(events, i);
+        if (Py_TYPE(e) != step_cls) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            int bad = !at || PyList_Append(others, at) < 0;
+            Py_XDECREF(at);
+            if (bad) goto done;
+            continue;
+        }
+        PyObject *f[NFIELDS];
+        for (int k = 0; k < NFIELDS; k++) {
+            f[k] = *(PyObject **)((char *)e + step_offsets[k]);
+            if (!f[k]) {
+                PyErr_Format(PyExc_AttributeError, "step event without %s", FIELD_NAMES[k]);
+                goto done;
+            }
+        }
+        Py_ssize_t j = nsteps;
+        long long step = PyLong_AsLongLong(f[F_STEP]), line = PyLong_AsLongLong(f[F_LINE]);
+        double loss = PyFloat_AsDouble(f[F_LOSS]);
+        if (PyErr_Occurred()) goto done;
+        memcpy(col[C_STEP] + 8 * j, &step, 8);
+        memcpy(col[C_LINE] + 8 * j, &line, 8);
+        memcpy(col[C_LOSS] + 8 * j, &loss, 8);
+        Py_ssize_t kind = -1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kinds) && kind < 0; k++)
+            if (PyTuple_GET_ITEM(kinds, k) == f[F_KIND]) kind = k;
+        if (kind < 0 || kind > 127) {
+            PyErr_SetObject(PyExc_KeyError, f[F_KIND]);
+            goto done;
+        }
+        col[C_KIND][j] = (char)kind;
+        for (int k = 0; k < 5; k++) {
+            PyObject *v = f[opt_field[k]];
+            double x = v == Py_None ? NAN : PyFloat_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred()) goto done;
+            memcpy(col[C_SEC + 2 * k] + 8 * j, &x, 8);
+            if (k < 4) col[C_HSEC + 2 * k][j] = v != Py_None;
+        }
+        if (sourced < 0 && f[F_SRC] != Py_None) {
+            int t = PyObject_IsTrue(f[F_SRC]);
+            if (t < 0) goto done;
+            if (t) sourced = j;
+        }
+        nsteps++;
+    }
+    PyObject *cols = PyTuple_New(NCOLS);
+    if (!cols) goto done;
+    for (int c = 0; c < NCOLS; c++) {
+        PyObject *b = PyBytes_FromStringAndSize(col[c], nsteps * width[c]);
+        if (!b) {
+            Py_DECREF(cols);
+            goto done;
+        }
+        PyTuple_SET_ITEM(cols, c, b);
+    }
+    out = Py_BuildValue("NOn", cols, others, sourced);
+done:
+    for (int c = 0; c < NCOLS; c++) PyMem_Free(col[c]);
+    Py_DECREF(others);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"find_headers", find_headers, METH_VARARGS,
      "find_headers(norm, pos) -> record starts (> 0, ascending) at or after pos."},
@@ -1136,6 +1384,12 @@ static PyMethodDef methods[] = {
      "non-finite rate at)."},
     {"fatal_records", fatal_records, METH_VARARGS,
      "fatal_records(buf, starts, end, skip) -> records whose header has level F."},
+    {"clock_lines", clock_lines, METH_VARARGS,
+     "clock_lines(data, end, line0, state) -> (timed lines as int64 bytes, their times as float64 bytes, "
+     "lines read, state)."},
+    {"step_columns", step_columns, METH_VARARGS,
+     "step_columns(events, kinds) -> (columns as bytes, indexes of the other events, first step with a "
+     "source or -1)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Collection, Sequence
 
-from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.events import LogEvent, StepEvent, StepKind
 
 def find_headers(norm: bytes, pos: int) -> list[int]: ...
 def record_lines(orig: bytes, starts: list[int], line0: int) -> list[int]: ...
@@ -24,3 +24,10 @@ class LiteralScanner:
     @property
     def literals(self) -> list[bytes]: ...
     def find(self, text: bytes, starts: list[int], end: int, /) -> dict[int, set[int]]: ...
+
+def clock_lines(
+    data: bytes, end: int, line0: int, state: tuple[int, int, float], /
+) -> tuple[bytes, bytes, int, tuple[int, int, float]]: ...
+def step_columns(
+    events: list[LogEvent], kinds: tuple[StepKind, ...], /
+) -> tuple[tuple[bytes, ...], list[int], int]: ...

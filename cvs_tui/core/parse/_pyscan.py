@@ -1,24 +1,29 @@
 """The parser's byte scanning in pure Python: the twin of the C module ``_native`` (same names, same answers).
 
-``accel.scanner`` is one of the two modules; the parser calls only the functions below, so it has no
-branch on which one runs. This module is the reference the C code is tested against (``tests/
+``accel.scanner`` is one of the two modules; the parser (and, for ``analyze``, ``judge.clock`` and
+``judge.columns``: ``clock_lines``, ``step_columns``) calls only the functions below, so it has no branch
+on which one runs. This module is the reference the C code is tested against (``tests/
 test_parse_native.py`` compares them on real and fuzzed logs) and what runs where ``_native`` is not
 built or ``CVS_TUI_PURE_PARSER=1`` turns it off. ``_native.pyi`` states the shared signatures.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+from datetime import UTC, datetime
 
-from cvs_tui.core.events import StepEvent, StepKind
+from cvs_tui.core.events import LogEvent, StepEvent, StepKind
 from cvs_tui.core.parse import dialects as d
 
 _WS = frozenset(b" \t\x0b\x0c")
 _GLOG_LEVELS = frozenset(b"IWEF")
 _INF = float("inf")
 _NINF = float("-inf")
+_NAN = float("nan")
 
 # what configure() hands over (the C module fills its StepEvents the same way)
 _step_cls: type[StepEvent] = StepEvent
@@ -223,3 +228,133 @@ class LiteralScanner:
                 out.setdefault(k, set()).add(i)
                 pos = text.find(lit, starts[i + 1]) if i + 1 < len(starts) else -1
         return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The line clock (judge/clock.py has the scale it reads; this is its per-line work)
+# ---------------------------------------------------------------------------------------------------------
+_ABSL = rb"[IWEF](\d{4} \d\d:\d\d:\d\d)(\.\d{1,9})? {1,20}\d{1,20} [^\s:\]]{1,200}:\d{1,10}\] "
+_TFXLA = rb"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{1,9})?: [IWEF] "
+_PYLOG = rb"(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(,\d{3})?:"
+HEADER_TIME = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")")
+# every line, with its header's groups when it starts with one: findall of a block gives one tuple a line
+# (absent groups are b""), with no Python step per line (a header never spans a line break)
+_CLOCK_LINE = re.compile(rb"(?:" + _ABSL + rb"|" + _TFXLA + rb"|" + _PYLOG + rb")?[^\n]*\n")
+_NO_YEAR = 2000  # a leap year, so that 0229 reads
+_HALF_YEAR = 183 * 86400.0
+# (year of the latest full-date header, -1: none; the year absl headers are read in; the last absl time,
+# NaN: none): what carries from one block of lines to the next
+ClockState = tuple[int, int, float]
+CLOCK_START: ClockState = (-1, _NO_YEAR, math.nan)
+
+
+def utc_seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int) -> float | None:
+    """Epoch seconds of a whole second read as UTC, None for an impossible date."""
+    try:
+        return datetime(year, month, day, hh, mm, ss, tzinfo=UTC).timestamp()
+    except ValueError:  # 0229 in a common year, month 13, ...
+        return None
+
+
+def _absl_base(year: int, key: bytes) -> float | None:
+    return utc_seconds(year, int(key[0:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]))
+
+
+def clock_groups(
+    groups: Iterable[tuple[bytes | None, ...] | None],
+    line0: int,
+    state: ClockState,
+    at: array[int],
+    times: array[float],
+) -> tuple[int, ClockState]:
+    """Appends to ``at`` and ``times`` the timed lines (numbered from ``line0`` + 1) and their times, from
+    each line's header groups in order (None or empty groups: no timed header); returns the lines read
+    and the state after them. The scale is judge.clock's."""
+    put_line, put_time = at.append, times.append
+    year: int | None = None if state[0] < 0 else state[0]  # from the latest full-date header
+    absl_year = state[1]
+    last_absl: float | None = None if math.isnan(state[2]) else state[2]
+    # whole seconds repeat for many lines: one datetime per distinct (year, text of the second)
+    seconds: dict[tuple[int, bytes], float | None] = {}
+    line = line0
+    for line, g in enumerate(groups, start=line0 + 1):
+        if g is None:
+            continue
+        key = g[0]
+        if key:  # absl: b"MMDD HH:MM:SS"
+            if key[:2] == b"00":
+                continue  # zero-date form: another scale
+            if year is not None:
+                absl_year = year
+            base = seconds.get((absl_year, key), -1.0)
+            if base == -1.0:
+                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
+            if base is not None and last_absl is not None and base < last_absl - _HALF_YEAR:
+                absl_year += 1  # the log crossed New Year
+                base = seconds[(absl_year, key)] = _absl_base(absl_year, key)
+            if base is None:
+                continue
+            last_absl = base
+            raw = g[1]
+        else:
+            key, raw = (g[2], g[3]) if g[2] else (g[4], g[5])
+            if not key:
+                continue
+            year = int(key[:4])
+            base = seconds.get((0, key), -1.0)
+            if base == -1.0:
+                base = seconds[(0, key)] = utc_seconds(
+                    year, int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), int(key[17:19])
+                )
+            if base is None:
+                continue
+        put_line(line)
+        # b".ffffff" reads as b"0.ffffff" does; python logging's b",mmm" does not
+        put_time(base + ((float(raw) if raw[0] == 46 else float(b"0." + raw[1:])) if raw else 0.0))
+    last = math.nan if last_absl is None else last_absl
+    return line - line0, (-1 if year is None else year, absl_year, last)
+
+
+def clock_lines(data: bytes, end: int, line0: int, state: ClockState) -> tuple[bytes, bytes, int, ClockState]:
+    """The line clock of the lines of ``data[:end]`` (a last line may lack its newline), numbered from
+    ``line0`` + 1, read from ``state``: (timed lines as int64 bytes, their times as float64 bytes, lines
+    read, the state after them)."""
+    text = bytes(data[:end])
+    if text and text[-1] != 10:
+        text += b"\n"
+    at: array[int] = array("q")
+    times: array[float] = array("d")
+    n, state = clock_groups(_CLOCK_LINE.findall(text), line0, state, at, times)
+    return at.tobytes(), times.tobytes(), n, state
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Step columns (judge/columns.py reads them)
+# ---------------------------------------------------------------------------------------------------------
+_OPTIONAL_FIELDS = ("seconds", "tflops_per_device", "tokens_per_device", "total_weights", "timestamp")
+
+
+def step_columns(
+    events: list[LogEvent], kinds: tuple[StepKind, ...]
+) -> tuple[tuple[bytes, ...], list[int], int]:
+    """The fields the judge reads of each step event (``type(e) is`` the configured step class) of
+    ``events``, as the bytes of typed arrays: step, line (int64), loss (float64), kind (int8: the index in
+    ``kinds``), then seconds, TFLOP/s, tokens and total weights (float64, NaN for None) each with a has-value
+    byte column, then timestamp (float64, NaN for None). Also the indexes of the other events, and the
+    first step (in step order) with a non-empty source, -1 if none."""
+    steps = [e for e in events if type(e) is _step_cls]
+    others = [i for i, e in enumerate(events) if type(e) is not _step_cls]
+    code = {k: i for i, k in enumerate(kinds)}
+    cols: list[bytes] = [
+        array("q", [e.step for e in steps]).tobytes(),
+        array("q", [e.line for e in steps]).tobytes(),
+        array("d", [e.loss for e in steps]).tobytes(),
+        bytes([code[e.kind] for e in steps]),
+    ]
+    for name in _OPTIONAL_FIELDS:
+        raw = [getattr(e, name) for e in steps]
+        cols.append(array("d", [_NAN if v is None else v for v in raw]).tobytes())
+        if name != "timestamp":
+            cols.append(bytes(v is not None for v in raw))
+    sourced = next((i for i, e in enumerate(steps) if e.source), -1)
+    return tuple(cols), others, sourced
