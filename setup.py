@@ -30,6 +30,12 @@ setup(
             ["cvs_tui/core/parse/_native.c"],
             optional=True,
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
-        )
+        ),
+        Extension(
+            "cvs_tui.core._eventjson",
+            ["cvs_tui/core/_eventjson.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
+        ),
     ],
 )

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import typing
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +59,7 @@ from cvs_tui.core.events import (
     event_from_dict,
     event_to_dict,
 )
+from cvs_tui.core.parse import NodeLogParser
 
 EVENTS: list[RunEvent] = [
     NodeLogEvent(
@@ -198,11 +201,67 @@ def test_encode_event_writes_what_the_general_encoder_writes_for_every_event_typ
         assert encode_event(ev) == _dump(event_to_dict(ev)), ev
 
 
-def test_the_fast_path_takes_the_parsed_steps() -> None:
+def test_the_fast_path_takes_the_parsed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     # the fast path must be the one writing parser-made steps, or the speed-up is gone unnoticed
     ev = RUN_EVENTS[0]
     assert isinstance(ev, NodeLogEvent)
     assert bus_mod._encode_step(ev, typing.cast(StepEvent, ev.event)) == _dump(event_to_dict(ev))
+    native = bus_mod._native_step
+    if native is None:
+        if os.environ.get("CVS_TUI_ALLOW_PURE_PARSER") == "1":
+            pytest.skip("cvs_tui.core._eventjson is not built; CVS_TUI_ALLOW_PURE_PARSER=1 allows that")
+        pytest.fail("cvs_tui.core._eventjson was not built (`pip install -e .` builds it with a C compiler)")
+    calls: list[str] = []
+
+    def counted(head: str, e: StepEvent) -> str | None:
+        calls.append(head)
+        return native(head, e)
+
+    monkeypatch.setattr(bus_mod, "_native_step", counted)
+    steps = NodeLogParser().feed(
+        b"I1130 12:00:00.000000 1 metric_logger.py:265] completed step: 7, seconds: 0.050, "
+        b"TFLOP/s/device: 1.0, Tokens/s/device: 1000.0, total_weights: 256, loss: 3.000, lm_loss: 3.000\n"
+    )
+    for e in steps:
+        line = encode_event(NodeLogEvent(run="r", node=3, event=e))
+        assert line == _dump(event_to_dict(NodeLogEvent(run="r", node=3, event=e)))
+    assert calls == ['{"run": "r", "node": 3, "event": {"step": ']
+
+
+def test_the_c_encoder_leaves_what_it_does_not_write_to_the_general_one() -> None:
+    """Every odd step (a bool, an int subclass, a float subclass, bytes, a non-dict extras, a non-str
+    key): the C encoder answers None, and the line is still the general encoder's."""
+    if bus_mod._native_step is None:
+        pytest.skip(
+            "cvs_tui.core._eventjson is not built (test_the_fast_path_takes_the_parsed_steps says so)"
+        )
+
+    class F(float):
+        pass
+
+    class I(int):  # noqa: E742
+        pass
+
+    odd = [
+        *ODD_STEPS,
+        StepEvent(step=1, loss=F(1.5), line=4),
+        StepEvent(step=I(1), loss=1.0, line=4),
+        StepEvent(step=1, loss=1.0, line=4, source=typing.cast(str, b"x.py:1")),
+        StepEvent(step=1, loss=1.0, line=4, extras={"a": typing.cast(float, "1")}),
+    ]
+    declined = 0
+    for step in odd:
+        ev = NodeLogEvent(run="r", node=0, event=step)
+        general = _dump(event_to_dict(ev))
+        out = bus_mod._native_step('{"run": "r", "node": 0, "event": {"step": ', step)
+        assert out is None or out == general, step
+        declined += out is None
+        assert encode_event(ev) == general
+    assert declined == len(odd) - 1  # all but the int loss, which both write alike
+    # a run or node of another type than the parser makes never takes a cached head
+    for run, node in (("r", True), ("r", 1.0), (b"r", 0)):
+        ev = NodeLogEvent(run=typing.cast(str, run), node=typing.cast(int, node), event=ODD_STEPS[0])
+        assert encode_event(ev) == _dump(event_to_dict(ev))
 
 
 _finite_or_not = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**70), 2**70))

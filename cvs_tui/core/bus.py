@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import fields, is_dataclass
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -126,13 +126,31 @@ _KINDS: dict[type, tuple[str, ...] | str] = {}  # type -> its dataclass field na
 
 def encode_event(ev: RunEvent) -> str:
     """The events.jsonl line of ``ev`` (no newline): ``json.dumps(event_to_dict(ev), default=str,
-    allow_nan=True)``, the parsed steps of log lines by a fast path that writes the same text."""
+    allow_nan=True)``, the parsed steps of log lines by a fast path that writes the same text (in C
+    where the extension is built, ``core/_eventjson.c``, else :func:`_encode_step`)."""
     if type(ev) is NodeLogEvent and type(ev.event) is StepEvent:
-        try:
-            return _encode_step(ev, ev.event)
-        except _NotFlat:
-            pass  # a value of another type than the parser makes: the general encoder decides
+        if _native_step is not None and type(ev.run) is str and type(ev.node) is int:
+            head = _HEADS.get((ev.run, ev.node))
+            if head is None:
+                head = _head(ev.run, ev.node)
+            line = _native_step(head, ev.event)
+            if line is not None:
+                return line
+        else:
+            try:
+                return _encode_step(ev, ev.event)
+            except _NotFlat:
+                pass
+        # a value of another type than the parser makes: the general encoder decides
     return _ENCODER.encode(plain_event(ev))
+
+
+def _head(run: str, node: int) -> str:
+    """The start of a node's step lines, up to the step number (kept for the run's nodes)."""
+    head = f'{{"run": {_str(run)}, "node": {_int_repr(node)}, "event": {{"step": '
+    if len(_HEADS) < 65536:
+        _HEADS[(run, node)] = head
+    return head
 
 
 class _NotFlat(Exception):
@@ -141,6 +159,14 @@ class _NotFlat(Exception):
 
 _str: Any = encode_basestring_ascii  # the JSON encoder's own string writer (ensure_ascii)
 _float_repr, _int_repr = float.__repr__, int.__repr__
+_HEADS: dict[tuple[str, int], str] = {}  # (run, node) -> the start of its step lines
+try:
+    from cvs_tui.core import _eventjson
+
+    _eventjson.configure(encode_basestring_ascii)
+    _native_step: Callable[[str, StepEvent], str | None] | None = _eventjson.encode_step
+except ImportError:  # a checkout without the built extension: the Python fast path
+    _native_step = None
 
 
 def _num(x: object) -> str:

@@ -12,10 +12,10 @@ what it costs on a 1 kB one.
 
 Following coalesces, within a latency budget of ``coalesce`` seconds: the node's tail sends what was
 written every ``coalesce`` seconds in one write (see :func:`follow_command`). A tail without that option
-(one write per line) shows itself by two chunks that come less than half a budget apart: from then on
-this side waits half the budget after each chunk before the next read, so that tail's lines come in at
-most two chunks per ``coalesce`` seconds. A tail that coalesces is read without that wait (a timer and a wake-up
-per chunk less; its next write finds the read already waiting). A busy node then costs
+(one write per line) shows itself by two chunks that come less than half a budget apart: from then
+on this side waits half the budget after each chunk before the next read, so that tail's lines come
+in at most two chunks per ``coalesce`` seconds. A tail that coalesces is read without that wait (a
+timer and a wake-up per chunk less; its next write finds the read already waiting). A busy node costs
 one SSH packet and one read (one chunk, one parse, one batch of events) per ``coalesce`` seconds
 instead of one of each per line.
 

@@ -1,0 +1,6 @@
+from collections.abc import Callable
+
+from cvs_tui.core.events import StepEvent
+
+def configure(escape: Callable[[str], str]) -> None: ...
+def encode_step(head: str, step_event: StepEvent) -> str | None: ...
