@@ -45,6 +45,8 @@ NODE_BUFFER_LINES = 2000  # lines kept per node for the log pane; older ones are
 MERGED_BUFFER_LINES = 20000  # lines kept for the merged all-nodes view
 LOSS_HISTORY = 256  # finite loss values kept per node for the sparkline
 STEP_TIME_HISTORY = 64  # recent step times per node (median shown, ETA)
+# a node in one of these states is training once it logs a step
+_BEFORE_TRAINING = frozenset({NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING, NodeState.STALLED})
 LOSS_CURVE_POINTS = 2000  # a run's loss curve is thinned to half of this when it holds more (bounded.py)
 MAX_ERROR_ROWS = 5000  # error hits listed; later ones are counted (fatal hits are always kept)
 MAX_HEALTH_FINDINGS = 2000  # kernel-log findings listed; later warnings are counted (fatal ones kept)
@@ -240,6 +242,9 @@ class RunState:
     def apply(self, ev: RunEvent) -> None:
         self.events_seen += 1
         self.version += 1
+        if type(ev) is NodeLogEvent:  # nearly every event (a parsed log line), and it has no `at`
+            self._apply_log_event(ev)
+            return
         at = getattr(ev, "at", 0.0)
         if at:
             self.first_at = at if self.first_at is None else min(self.first_at, at)
@@ -329,28 +334,36 @@ class RunState:
             known = self._lowest[rv.key] = (len(rv.nodes), min(rv.nodes))
         return known[1]
 
+    def _apply_step(self, rv: RunView, nv: NodeView, node: int, le: StepEvent) -> None:
+        nv.step = le.step
+        nv.phase = ""
+        loss = nv.loss = le.loss
+        if loss - loss == 0.0:  # finite (math.isfinite without the call; NaN and inf give NaN)
+            nv.losses.append(loss)
+            if node == self._lowest_rank(rv):
+                rv.loss_curve[le.step] = loss
+                if len(rv.loss_curve) > LOSS_CURVE_POINTS:
+                    rv.loss_curve = thin_curve(rv.loss_curve, LOSS_CURVE_POINTS)
+        seconds = le.seconds
+        if seconds is not None and le.kind is StepKind.TRAIN:
+            nv.step_seconds = seconds
+            if seconds > 0 and seconds - seconds == 0.0:
+                nv.step_times.append(seconds)
+        if le.tokens_per_device is not None:
+            nv.tokens_per_s = le.tokens_per_device  # MaxText's Tokens/s/device of this step
+        if nv.state in _BEFORE_TRAINING:
+            nv.state = NodeState.TRAINING
+
     def _apply_log_event(self, ev: NodeLogEvent) -> None:
-        rv = self.run(ev.run)
-        nv = rv.node(ev.node)
+        rv = self.runs.get(ev.run)
+        if rv is None:
+            rv = self.run(ev.run)
+        nv = rv.nodes.get(ev.node)
+        if nv is None:
+            nv = rv.node(ev.node)
         le = ev.event
-        if isinstance(le, StepEvent):
-            nv.step = le.step
-            nv.phase = ""
-            nv.loss = le.loss
-            if math.isfinite(le.loss):
-                nv.losses.append(le.loss)
-                if ev.node == self._lowest_rank(rv):
-                    rv.loss_curve[le.step] = le.loss
-                    if len(rv.loss_curve) > LOSS_CURVE_POINTS:
-                        rv.loss_curve = thin_curve(rv.loss_curve, LOSS_CURVE_POINTS)
-            if le.kind is StepKind.TRAIN and le.seconds is not None:
-                nv.step_seconds = le.seconds
-                if math.isfinite(le.seconds) and le.seconds > 0:
-                    nv.step_times.append(le.seconds)
-            if le.tokens_per_device is not None:
-                nv.tokens_per_s = le.tokens_per_device  # MaxText's Tokens/s/device of this step
-            if nv.state in (NodeState.WAITING, NodeState.CONNECTING, NodeState.STARTING, NodeState.STALLED):
-                nv.state = NodeState.TRAINING
+        if type(le) is StepEvent or isinstance(le, StepEvent):  # the first test is the cheap one
+            self._apply_step(rv, nv, ev.node, le)
         elif isinstance(le, ErrorHit):
             nv.error_hits += 1
             if le.severity is Severity.FATAL:

@@ -72,22 +72,26 @@ def feed_rank(
         batch = tuple(lines[i : i + LINES_BATCH])
         emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
     r.lines += len(lines)
+    append = r.events.append
     for ev in r.parser.feed(chunk):
-        if isinstance(ev, ErrorHit) and ev.severity is not Severity.FATAL:
-            r.warnings += 1
-            if r.warnings > WARNINGS_KEPT:
-                r.dropped_warnings += 1
-                continue
-        r.events.append(ev)
-        emit(NodeLogEvent(run=run, node=w.rank, event=ev))
-        if isinstance(ev, StepEvent):
+        if isinstance(ev, StepEvent):  # nearly every event: first, without the checks below
+            append(ev)
+            emit(NodeLogEvent(run=run, node=w.rank, event=ev))
             w.on_step(ev, now)
             if on_train_step is not None and ev.kind is StepKind.TRAIN:
                 on_train_step(w.rank, ev.step, now)
             if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
                 w.state = NodeState.TRAINING
                 node_status(run, w.rank, NodeState.TRAINING, "")
-        elif (
+            continue
+        if isinstance(ev, ErrorHit) and ev.severity is not Severity.FATAL:
+            r.warnings += 1
+            if r.warnings > WARNINGS_KEPT:
+                r.dropped_warnings += 1
+                continue
+        append(ev)
+        emit(NodeLogEvent(run=run, node=w.rank, event=ev))
+        if (
             isinstance(ev, NonFiniteAbortEvent)
             or (isinstance(ev, ErrorHit) and ev.severity is Severity.FATAL)
         ) and w.first_fatal_at is None:
