@@ -22,8 +22,8 @@ instead of one of each per line.
 That cost is per packet (see benchmarks/fanout.py: decrypting a packet, which the OpenSSH client does
 in C for a follower over SSH (:meth:`Transport.start_follow`), waking the reader, a parse), so a run
 that follows many nodes gives each a larger budget, from
-:func:`coalesce_for`: 0.15 s up to 96 nodes, then what keeps the packets of all nodes together near
-``PACKETS_PER_S`` a second (0.4 s at 256 nodes), at most 0.5 s (from 320 nodes).
+:func:`coalesce_for`: 0.15 s up to 85 nodes, then what keeps the packets of all nodes together near
+``PACKETS_PER_S`` a second (0.45 s at 256 nodes), at most 0.5 s (from 285 nodes).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["follow", "poll"]
 COALESCE_S = 0.15  # the latency budget of a busy stream (see above) while few are followed
-PACKETS_PER_S = 640  # with more streams, their budgets keep their packets together about this rate
+PACKETS_PER_S = 570  # with more streams, their budgets keep their packets together about this rate
 MAX_COALESCE_S = 0.5  # ... but never wait longer than this
 
 
@@ -72,12 +72,6 @@ def follow_command(path: str, offset: int, interval: float = 0.0) -> str:
         return plain
     polled = f"exec tail ---disable-inotify -s {interval:g} {start} -F -- {q} 2>/dev/null"
     return f"if tail ---disable-inotify --version >/dev/null 2>&1; then {polled}; else {plain}; fi"
-
-
-def _being_cancelled() -> bool:
-    """Whether the running task itself is being cancelled (not only a read it waits on)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class LogTailer:
@@ -105,13 +99,17 @@ class LogTailer:
         self.backoff = backoff or Backoff(attempts=8, initial=0.2, factor=2.0, maximum=5.0)
         self.reconnects = 0  # how many times the stream was re-opened after a drop
         self._stop = asyncio.Event()
-        self._reading: asyncio.Future[bytes] | None = None  # the follow read in progress
+        self._reading: asyncio.Task[object] | None = None  # the task waiting in a follow read
+        self._stop_cancels = False  # stop() cancelled that task's read
 
     def stop(self) -> None:
         """End :meth:`chunks` at the next opportunity (the data already yielded stays counted)."""
         self._stop.set()
-        if self._reading is not None:
-            self._reading.cancel()  # hands out nothing: the offset counts only what was handed out
+        if self._reading is not None and not self._stop_cancels:
+            # ends the read (the task goes on, see _follow); hands out nothing: the offset counts only
+            # what was handed out, and what the read had not taken yet is read again from there
+            self._stop_cancels = True
+            self._reading.cancel()
 
     @property
     def stopped(self) -> bool:
@@ -168,17 +166,20 @@ class LogTailer:
             follow_command(self.path, self.offset, self.coalesce)
         )
         loop, last, eager = asyncio.get_running_loop(), -math.inf, False  # when the last chunk came
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while not self._stop.is_set():
-                # a read that stop() can end: it cancels the read (cheaper than waiting on the read
-                # and the stop event together, which hundreds of streams pay for every chunk)
-                read = self._reading = asyncio.ensure_future(proc.read(self.chunk_size))
+                # a read that stop() can end: it cancels this task while it waits here, and the cancel
+                # is taken back below (cheaper than a task per read, or waiting on the read and the
+                # stop event together, which hundreds of streams would pay for every chunk)
+                self._reading = task
                 try:
-                    data = await read
+                    data = await proc.read(self.chunk_size)
                 except asyncio.CancelledError:
-                    if read.cancelled() and self._stop.is_set() and not _being_cancelled():
-                        return
-                    raise
+                    if self._stop_cancels and task.uncancel() == 0:
+                        return  # stop() alone cancelled: the stream ends
+                    raise  # cancelled by someone else too: that cancel goes on
                 finally:
                     self._reading = None
                 if not data:
