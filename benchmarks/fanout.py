@@ -4,57 +4,65 @@
                                 [--coalesce S] [--transport-only]
 
 Needs the test infrastructure (``.ci/infra.sh up``; reads ``$CVS_TEST_ROOT/env``, default
-``/tmp/cvs-ci/env``). Each emulated node is one SSH connection (asyncssh) to the loopback sshd nodes
-(127.0.0.2, 127.0.0.3, ... in turn), so 512 nodes are 512 connections, 256 per sshd with two nodes up
-(opened at most ``CONNECTS`` at a time: sshd drops unauthenticated connections past its MaxStartups).
-A separate writer process appends a MaxText step line to each node's file ``--rate`` times a second
-(staggered across nodes) and records when it wrote each one. This process follows every file the
-way a live run does: one :class:`LogTailer` per node (``tail -c +N -F`` over SSH) with a live run's
-latency budget (``coalesce_for(nodes)``: 0.15 s up to 96 nodes, 0.4 s at 256, 0.5 s at 512;
+``/tmp/cvs-ci/env``). Each emulated node is an SSH node of its own to the loopback sshd nodes
+(127.0.0.2, 127.0.0.3, ... in turn): one asyncssh connection (opened at most ``CONNECTS`` at a time:
+sshd drops unauthenticated connections past its MaxStartups) and, as in a live run, its log stream
+through an ``ssh`` client process (``Transport.start_follow``, core/runner/openssh.py; asyncssh where
+that cannot be used), so 512 nodes are 512 connections and 512 ``ssh`` processes. Each node's file
+starts with one line; the window opens once every stream has delivered it (every ``ssh`` connected).
+A separate writer process then appends a MaxText step line to each node's file ``--rate`` times a
+second (staggered across nodes) and records when it wrote each one. This process follows every file
+the way a live run does: one :class:`LogTailer` per node (``tail -c +N -F`` on the node) with a live
+run's latency budget (``coalesce_for(nodes)``: 0.15 s up to 85 nodes, 0.45 s at 256, 0.5 s from 285;
 ``--coalesce`` sets another), each chunk handed to the live run's own ingestion
 (``RunExecution._ingest``: the run-folder copy, line split and ``LogLinesEvent``, the parser, one
 ``NodeLogEvent`` per parsed event), every event folded into a :class:`RunState` and published on an
 :class:`EventBus` that writes ``events.jsonl``. ``--transport-only`` reads the streams and nothing
 more (a line's arrival stands in for its event): what SSH and the tailers cost alone.
 
-Printed: CPU time of this process (``resource.getrusage``, user + system) over the streaming window,
-per line and as a share of one core at the written line rate (CPU per line x lines per second: on a
-busy machine the window stretches while the work per line does not), with the wall time; the
-latency from a line's write to its ``StepEvent`` in the core, p50/p95/max (the nodes share this
-machine's monotonic clock); lines lost (written but no event; must be 0), whether every run-folder
-copy is byte-identical to its node's file, how many reads (chunks) the lines came in, and the
-process's peak RSS. The remote ``tail`` and sshd processes are the nodes' cost, not counted here.
-Upstream CVS reads nodes one after another every 60 s: its latency is 60-120 s by design.
+Printed: CPU time (user + system) over the streaming window of this process (``resource.getrusage``)
+and of its ``ssh`` processes (sampled from /proc once a second; the sampling's own CPU is taken off
+this process's figure): their sum is the core's CPU, per line and as a share of one core at the
+written line rate (CPU per line x lines per second: on a busy machine the window stretches while the
+work per line does not), with the wall time; the ``ssh`` processes' memory (PSS); the latency from a
+line's write to its ``StepEvent`` in the core, p50/p95/max (the nodes share this machine's monotonic
+clock); lines lost (written but no event; must be 0), whether every run-folder copy is
+byte-identical to its node's file, how many reads (chunks) the lines came in, and this process's
+peak RSS. The remote ``tail`` and sshd processes are the nodes' cost, not counted here. Upstream CVS
+reads nodes one after another every 60 s: its latency is 60-120 s by design.
 
-Most of the cost is per read, not per line: one SSH packet (asyncssh decrypts and dispatches it, the
-tailer's read wakes) and one parse per chunk. So read the CPU figure beside the lines per read: on a
-loaded machine the loop falls behind, chunks grow and the CPU per line drops, which is no gain.
-On a machine shared with other jobs run it at ``nice -n -10`` (as root): the figures below were.
+Most of the cost is per read, not per line: one SSH packet (decrypted by ``ssh``, or by asyncssh in
+Python), the tailer's read waking, one parse per chunk. So read the CPU figure beside the lines per
+read: on a loaded machine the loop falls behind, chunks grow and the CPU per line drops, which is no
+gain. Give each run a quiet start: the load a run leaves (its 256 sshd sessions and tails) takes a
+minute to fade.
 
-Figures (2 cores shared with other jobs at load 3-10, ``nice -n -10``, 30 s; before = the same
-script with ``PYTHONPATH`` at the code before this change, 0.15 s coalescing for every node count):
+Figures (quiet machine: nothing else running, load 0-5 at the start, left by the run before; 30 s;
+before = the same script with ``PYTHONPATH`` at the code before this change, asyncssh streams, 0.4 s
+budget at 256 nodes):
 
-- 64 nodes (0.15 s either way): 218 -> 172 us per line (28 -> 22 % of a core, 3.0 lines per read),
-  latency p50/p95/max 155/261/394 -> 77/145/180 ms, RSS 137 MiB; load 6-10.
-- 256 nodes (0.4 s after): 145 -> 98 us per line (74 -> 50 %; 5.6 -> 7.9 lines per read), latency
-  317/816/1504 -> 208/386/541 ms, RSS 354 -> 352 MiB; load 3-8. With a 0.256 s budget instead, in
-  the same minutes: 123 us per line (63 %) at 5.1 lines per read, latency 146/265/827 ms.
-- 512 nodes (0.5 s after): 56 -> 70 us per line (58 -> 72 %; 11 lines per read after), latency
-  10.5/20.5/24.7 s (the loop far behind) -> 0.48/1.37/2.26 s, RSS 695 -> 642 MiB; load 6-10.
-- ``--transport-only``, 256 nodes (0.256 s): 55 us per line at 5.1 lines per read, 28 % of a core, latency
-  133/249/379 ms (load 7); 512 nodes: 25 us at 9.8, 25 % (load 12).
-- At load 11-13 (0.256 s at 256 nodes): 64 nodes 221 -> 191 us per line; 256 nodes 83 us at 30 lines per
-  read -> 90 us at 7.1, p95 3.8 -> 0.91 s; 512 nodes 61 -> 50 us, p95 17.6 -> 6.3 s.
+- 256 nodes, three runs each, interleaved: 48.6 / 48.9 / 50.0 % of a core (95-98 us per line, 7.8
+  lines per read, p95 382-385 ms) -> 35.5 / 34.7 / 38.4 % (68-75 us per line: this process 31 %,
+  its ssh processes 4 %; 8.8 lines per read at the 0.45 s budget, p50 228-233 ms, p95 431-437 ms,
+  max 0.85-0.91 s); the ssh processes 347 MiB (PSS, 1.36 MiB each), this process 323 MiB RSS.
+  Before the budget change (0.4 s, ssh streams and the C step line already in): 41.5 / 40.6 / 40.9 %.
+- 512 nodes (0.5 s either way): 71.1 -> 63.3 % (69 -> 62 us per line, 9.7 lines per read), p95 499 ->
+  507 ms; RSS 572 -> 579 MiB plus 692 MiB of ssh processes.
+- 64 nodes (0.15 s either way): 31.8 -> 23.5 % (248 -> 184 us per line, 3.0 lines per read), p95 147
+  -> 145 ms; ssh processes 88 MiB.
+- ``--transport-only``, 256 nodes: 23.6 % of a core (asyncssh, 0.4 s, 7.9 lines per read) -> 13.4 %
+  (this process 9.1 %, ssh 4.3 %; 0.45 s, 8.7 lines per read).
+- The core's ingestion alone (``benchmarks/fanout_ingest.py --lines-per-chunk 8``, three interleaved
+  runs): 27-36 -> 25-30 us per line.
 
-Where the time goes (cProfile of the 256-node run, tottime; the profiler inflates Python calls): before,
-the events.jsonl encoder (``_plain``'s recursion over every event, then ``json``), the state reducer
-and the per-chunk file open; after, the fast-path step encoder (4.5 us a step instead of 10.5 us
-unprofiled), the reducer, and asyncssh's per-packet work (``_recv_packet``, decryption, packet
-logging, a keepalive timer reset per receive). ``--transport-only`` at 256 nodes: 55 us per line at
-5.1 lines per read, some 280 us of CPU per packet, 28 % of a core of the 65 % the whole path takes:
-one SSH connection per node costs that per packet, whatever the core does with the bytes, and that
-is why the budget per node grows with the node count. Ingestion in place costs about twice what
-``benchmarks/fanout_ingest.py`` measures for the same chunks alone (caches shared with asyncssh).
+Where the time goes at 256 nodes (cProfile, tottime; the profiler inflates Python calls). Before:
+asyncssh's per-packet work (``_recv_packet``, decryption, dispatch, a packet log line, a keepalive
+timer reset: ``--transport-only`` 23.6 % of a core, ~370 us of CPU a read), the events.jsonl step
+encoder (``_num``, ``_encode_step``, ``_extras``: 5.8 us a step unprofiled), the state reducer, the
+parser's per-chunk work. After: the transport is a pipe read per chunk in this process and C
+decryption in ``ssh``; the step line is written in C (``core/_eventjson.c``, 1.8 us a step); what is
+left is spread thin: the ingestion loop, the reducer, the parser's per-chunk work, the run-folder
+append, the event loop's own work per wake-up.
 """
 
 from __future__ import annotations
