@@ -10,11 +10,13 @@ nothing is lost; a password or several config files keep the stream on asyncssh.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
 import shlex
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,21 @@ async def _follow_all(tailer: LogTailer, path: str, writes: list[bytes], pause: 
                 tailer.stop()
     await writer
     return bytes(got)
+
+
+@contextlib.asynccontextmanager
+async def _node_log(tag: str, **kw: object) -> AsyncIterator[tuple[SSHTransport, str, LogTailer]]:
+    """A test node's transport, an empty log in the nodes' scratch and its tailer (0.05 s budget)."""
+    t = ssh(**kw)
+    d = scratch_dir(tag)
+    try:
+        await t.run(f"mkdir -p {d} && chmod 777 {d}")
+        path = f"{d}/node0.log"
+        open(path, "wb").close()
+        yield t, path, LogTailer(t, path, coalesce=0.05)
+    finally:
+        remove_scratch(d)
+        await t.close()
 
 
 def test_the_ssh_command_says_what_the_connection_says(tmp_path: Path) -> None:
@@ -99,13 +116,7 @@ def test_the_ssh_command_says_what_the_connection_says(tmp_path: Path) -> None:
 
 @infra_only
 async def test_a_log_comes_through_ssh_byte_for_byte_and_stop_leaves_no_ssh() -> None:
-    t = ssh()
-    d = scratch_dir("ossh")
-    try:
-        await t.run(f"mkdir -p {d} && chmod 777 {d}")
-        path = f"{d}/node0.log"
-        open(path, "wb").close()
-        tailer = LogTailer(t, path, coalesce=0.05)
+    async with _node_log("ossh") as (t, path, tailer):
         writes = [_lines(i * 200, 200) for i in range(15)]
         got = await _follow_all(tailer, path, writes)
         assert got == Path(path).read_bytes() == b"".join(writes)
@@ -114,20 +125,11 @@ async def test_a_log_comes_through_ssh_byte_for_byte_and_stop_leaves_no_ssh() ->
         await asyncio.sleep(0.5)
         out = await t.run(f"pgrep -f -- {shlex.quote('[t]ail .*' + path)} || true")
         assert out.out.strip() == ""  # and no tail is left on the node
-    finally:
-        remove_scratch(d)
-        await t.close()
 
 
 @infra_only
 async def test_a_killed_ssh_connection_resumes_at_its_offset() -> None:
-    t = ssh()
-    d = scratch_dir("ossh-kill")
-    try:
-        await t.run(f"mkdir -p {d} && chmod 777 {d}")
-        path = f"{d}/node0.log"
-        open(path, "wb").close()
-        tailer = LogTailer(t, path, coalesce=0.05)
+    async with _node_log("ossh-kill") as (t, path, tailer):
         got = bytearray()
         killed = 0
         writes = [_lines(i * 100, 100) for i in range(40)]
@@ -152,9 +154,6 @@ async def test_a_killed_ssh_connection_resumes_at_its_offset() -> None:
         assert killed == 2 and tailer.reconnects >= 2
         assert bytes(got) == Path(path).read_bytes() == b"".join(writes)
         assert t.follow_client == "ssh"  # a drop after bytes came is the node's, not ssh's
-    finally:
-        remove_scratch(d)
-        await t.close()
 
 
 @infra_only
@@ -168,13 +167,7 @@ async def test_where_ssh_cannot_reach_the_node_asyncssh_follows_it(
     fake.write_text("#!/bin/sh\necho 'Permission denied (publickey).' >&2\nexit 255\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    t = ssh()
-    d = scratch_dir("ossh-fallback")
-    try:
-        await t.run(f"mkdir -p {d} && chmod 777 {d}")
-        path = f"{d}/node0.log"
-        open(path, "wb").close()
-        tailer = LogTailer(t, path, coalesce=0.05)
+    async with _node_log("ossh-fallback") as (t, path, tailer):
         writes = [_lines(i * 50, 50) for i in range(10)]
         with caplog.at_level(logging.WARNING):
             got = await _follow_all(tailer, path, writes)
@@ -183,30 +176,18 @@ async def test_where_ssh_cannot_reach_the_node_asyncssh_follows_it(
         assert any(
             "ssh cannot follow logs (Permission denied (publickey).)" in r.message for r in caplog.records
         )
-    finally:
-        remove_scratch(d)
-        await t.close()
 
 
 @infra_only
 async def test_a_password_keeps_the_stream_on_asyncssh() -> None:
-    t = ssh(password="unused-the-key-authenticates")
-    d = scratch_dir("ossh-pw")
-    try:
-        await t.run(f"mkdir -p {d} && chmod 777 {d}")
-        path = f"{d}/node0.log"
-        open(path, "wb").close()
-        got = await _follow_all(LogTailer(t, path, coalesce=0.05), path, [_lines(0, 300)])
+    async with _node_log("ossh-pw", password="unused-the-key-authenticates") as (t, path, tailer):
+        got = await _follow_all(tailer, path, [_lines(0, 300)])
         assert got == _lines(0, 300) and t.follow_client == "asyncssh"
-    finally:
-        remove_scratch(d)
-        await t.close()
 
 
+@infra_only
 def test_infra_key_is_what_the_stream_uses() -> None:
     """The infra's transports name their key and known_hosts, so the ssh command is complete."""
-    if os.environ.get("CVS_TEST_ROOT") is None:
-        pytest.skip("needs the test infrastructure")
     i = infra()
     argv = openssh_argv(ssh(), "true", "/usr/bin/ssh")
     assert argv is not None and i.key in argv and f"UserKnownHostsFile={i.known_hosts}" in argv
