@@ -11,10 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.config.blocks import TargetMetric
 from cvs_tui.core.events import EvalEvent
 from cvs_tui.core.judge.columns import TRAIN, StepColumns, exact_sum
-from cvs_tui.core.judge.loss import eval_section, loss_curve_section, nonfinite_text
+from cvs_tui.core.judge.loss import (
+    CONVERGENCE_KEYS,
+    convergence_source,
+    eval_section,
+    loss_curve_section,
+    nonfinite_text,
+)
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet, percentile
 
 if TYPE_CHECKING:
@@ -172,14 +177,9 @@ def _convergence(
     import numpy as np
 
     conv = own.ctx.convergence
-    keys = ("training.steps_to_target", "training.time_to_target_seconds")
-    if conv.target_value <= 0:
-        for k in keys:
-            sheet.put(k, None, "feature_off", "convergence.target_value <= 0")
+    use_eval = convergence_source(own, final_evals, sheet)
+    if use_eval is None:
         return
-    use_eval = conv.target_metric is TargetMetric.EVAL_LOSS or (
-        conv.target_metric is TargetMetric.AUTO and bool(final_evals)
-    )
     if use_eval:
         steps = np.asarray([e.step for e in final_evals], dtype=np.int64)
         losses = np.asarray([e.loss for e in final_evals], dtype=np.float64)
@@ -189,7 +189,7 @@ def _convergence(
     src = "eval loss" if use_eval else "training loss"
     if not len(hits):
         best = f"best {min(losses[finite].tolist()):.4f}" if finite.any() else "no finite value"
-        for k in keys:
+        for k in CONVERGENCE_KEYS:
             sheet.put(k, None, "not_produced", f"{src} never reached target {conv.target_value} ({best})")
         return
     hit = int(steps[hits[0]])

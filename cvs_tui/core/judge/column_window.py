@@ -8,9 +8,8 @@ them with the judge of a live run.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
@@ -25,7 +24,6 @@ from cvs_tui.core.judge.background import Interval, background_intervals
 from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.columns import PROFILER, TRAIN, Collected, StepColumns, exact_sum
 from cvs_tui.core.judge.stalls import (
-    ANCHOR_NEIGHBOURS,
     LINE_LAG,
     MAD_SCALE,
     MIN_BASELINE_STEPS,
@@ -36,6 +34,7 @@ from cvs_tui.core.judge.stalls import (
     StallReport,
     _attribute,
     _Timeline,
+    place_stall,
 )
 from cvs_tui.core.judge.window import WARMUP_STEPS, _article, _is_save
 
@@ -235,6 +234,11 @@ def _place(stalls: list[Stall], cols: StepColumns, clock: Clock, median: float) 
     cum = np.cumsum(np.maximum(tsec, 0.0))  # sequential, as itertools.accumulate
     times = times_of(cols, timed, clock)
     limit = max(STALL_RATIO * median, median + STALL_MIN_EXCESS_S)
+
+    def _time_at(j: int) -> float | None:
+        t = float(times[j])
+        return t if t == t else None  # NaN: no time
+
     out: list[Stall] = []
     for s in stalls:
         if s.source != "seconds":
@@ -246,25 +250,9 @@ def _place(stalls: list[Stall], cols: StepColumns, clock: Clock, median: float) 
             out.append(s)
             continue
         k = lo + int(same[0])  # the first record of a step, as judged
-        gap, gap_end = 0.0, None
-        for i in range(max(1, k - LINE_LAG), min(len(timed), k + 2)):
-            t0, t1 = float(times[i - 1]), float(times[i])
-            if t0 == t0 and t1 == t1 and t1 - t0 > gap:
-                gap, gap_end = t1 - t0, t1
-        if gap_end is not None and gap >= 0.5 * s.seconds:
-            out.append(replace(s, start=gap_end - s.seconds, end=gap_end))
-            continue
-        lo, hi = max(0, k - ANCHOR_NEIGHBOURS), min(len(timed), k + ANCHOR_NEIGHBOURS + 1)
-        offsets = [
-            t - float(cum[j])
-            for j in range(lo, hi)
-            if (t := float(times[j])) == t and float(tsec[j]) <= limit
-        ]
-        if not offsets:
-            out.append(s)
-            continue
-        end = float(cum[k]) + statistics.median(offsets)
-        out.append(replace(s, start=end - s.seconds, end=end))
+        out.append(
+            place_stall(s, k, len(timed), _time_at, lambda j: float(cum[j]), lambda j: float(tsec[j]), limit)
+        )
     return out
 
 

@@ -93,25 +93,36 @@ def eval_section(run: RunInputs, sheet: Sheet) -> list[EvalEvent]:
     return final_evals
 
 
+CONVERGENCE_KEYS = ("training.steps_to_target", "training.time_to_target_seconds")
+
+
+def convergence_source(run: RunInputs, final_evals: list[EvalEvent], sheet: Sheet) -> bool | None:
+    """Whether convergence is judged on the eval loss (True) or the training loss (False); None when
+    it is off (its rows are then put as such). Shared by the judge over events and over columns."""
+    conv = run.ctx.convergence
+    if conv.target_value <= 0:
+        for k in CONVERGENCE_KEYS:
+            sheet.put(k, None, "feature_off", "convergence.target_value <= 0")
+        return None
+    return conv.target_metric is TargetMetric.EVAL_LOSS or (
+        conv.target_metric is TargetMetric.AUTO and bool(final_evals)
+    )
+
+
 def convergence_section(
     run: RunInputs, losses: list[tuple[int, float]], final_evals: list[EvalEvent], sheet: Sheet
 ) -> None:
     conv = run.ctx.convergence
-    keys = ("training.steps_to_target", "training.time_to_target_seconds")
-    if conv.target_value <= 0:
-        for k in keys:
-            sheet.put(k, None, "feature_off", "convergence.target_value <= 0")
+    use_eval = convergence_source(run, final_evals, sheet)
+    if use_eval is None:
         return
-    use_eval = conv.target_metric is TargetMetric.EVAL_LOSS or (
-        conv.target_metric is TargetMetric.AUTO and bool(final_evals)
-    )
     pts = [(e.step, e.loss) for e in final_evals] if use_eval else losses
     hit = next((s for s, v in pts if math.isfinite(v) and v <= conv.target_value), None)
     src = "eval loss" if use_eval else "training loss"
     if hit is None:
         finite = [v for _, v in pts if math.isfinite(v)]
         best = f"best {min(finite):.4f}" if finite else "no finite value"
-        for k in keys:
+        for k in CONVERGENCE_KEYS:
             sheet.put(k, None, "not_produced", f"{src} never reached target {conv.target_value} ({best})")
         return
     sheet.put("training.steps_to_target", float(hit))

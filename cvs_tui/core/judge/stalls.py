@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Literal
@@ -280,26 +280,43 @@ def _place(
         if s.source != "seconds" or k is None:
             out.append(s)
             continue
-        gap, gap_end = 0.0, None
-        for i in range(max(1, k - LINE_LAG), min(len(timed), k + 2)):
-            t0, t1 = time_at(i - 1), time_at(i)
-            if t0 is not None and t1 is not None and t1 - t0 > gap:
-                gap, gap_end = t1 - t0, t1
-        if gap_end is not None and gap >= 0.5 * s.seconds:
-            out.append(replace(s, start=gap_end - s.seconds, end=gap_end))
-            continue
-        lo, hi = max(0, k - ANCHOR_NEIGHBOURS), min(len(timed), k + ANCHOR_NEIGHBOURS + 1)
-        offsets = [
-            t - cum[j]
-            for j in range(lo, hi)
-            if (t := time_at(j)) is not None and (timed[j].seconds or 0.0) <= limit
-        ]
-        if not offsets:
-            out.append(s)
-            continue
-        end = cum[k] + statistics.median(offsets)
-        out.append(replace(s, start=end - s.seconds, end=end))
+        out.append(
+            place_stall(s, k, len(timed), time_at, cum.__getitem__, lambda j: timed[j].seconds or 0.0, limit)
+        )
     return out
+
+
+def _seconds_of(timed: Sequence[StepEvent]) -> Callable[[int], float]:
+    return lambda j: timed[j].seconds or 0.0
+
+
+def place_stall(
+    s: Stall,
+    k: int,
+    n: int,
+    time_at: Callable[[int], float | None],
+    cum_at: Callable[[int], float],
+    seconds_at: Callable[[int], float],
+    limit: float,
+) -> Stall:
+    """The wall interval of seconds stall ``s``, the ``k``-th of ``n`` timed steps (see :func:`_place`):
+    ``time_at(j)`` is step j's wall time (None: unknown), ``cum_at(j)`` the sum of step times up to it,
+    ``seconds_at(j)`` its own step time. Shared by the judge over events and the one over columns."""
+    gap, gap_end = 0.0, None
+    for i in range(max(1, k - LINE_LAG), min(n, k + 2)):
+        t0, t1 = time_at(i - 1), time_at(i)
+        if t0 is not None and t1 is not None and t1 - t0 > gap:
+            gap, gap_end = t1 - t0, t1
+    if gap_end is not None and gap >= 0.5 * s.seconds:
+        return replace(s, start=gap_end - s.seconds, end=gap_end)
+    lo, hi = max(0, k - ANCHOR_NEIGHBOURS), min(n, k + ANCHOR_NEIGHBOURS + 1)
+    offsets = [
+        t - cum_at(j) for j in range(lo, hi) if (t := time_at(j)) is not None and seconds_at(j) <= limit
+    ]
+    if not offsets:
+        return s
+    end = cum_at(k) + statistics.median(offsets)
+    return replace(s, start=end - s.seconds, end=end)
 
 
 class _Timeline:
