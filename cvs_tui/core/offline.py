@@ -239,7 +239,7 @@ def judge_node_logs(
                 error_patterns,
                 ctx,
                 hosts[i] if hosts and i < len(hosts) else p.name,
-                Path(tmp) / f"{i}.npz",
+                Path(tmp) / f"node{i}",
                 keep,
             )
             for i, p in enumerate(paths)

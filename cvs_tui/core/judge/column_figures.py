@@ -21,6 +21,7 @@ from cvs_tui.core.judge.loss import (
     nonfinite_text,
 )
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet, percentile
+from cvs_tui.core.judge.spill import ColumnFiles
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,11 +78,33 @@ def _percentile(xs: npt.NDArray[np.float64], q: float) -> float:
     return a + (b - a) * (rank - lo)
 
 
+# a node's window figures as finalize_digests reads them: one file each (judge.spill), window order
+WINDOW_COLUMNS = {
+    "steps": "i8",
+    "sec": "f8",
+    "tok": "f8",
+    "tok_ok": "?",
+    "tw": "f8",
+    "tw_ok": "?",
+    "fl": "f8",
+    "fl_ok": "?",
+}
+
+
+def write_window(folder: Path, columns: dict[str, npt.NDArray[np.generic]] | None = None) -> ColumnFiles:
+    """The window figures' files in ``folder`` (appended to by the caller when ``columns`` is None)."""
+    files = ColumnFiles(folder, WINDOW_COLUMNS)
+    for k, v in (columns or {}).items():
+        files.append(k, v)
+    return files
+
+
 def node_stats(
     rank: int, cols: StepColumns, ps: TrainSteps, window: npt.NDArray[np.int64], arrays: Path
 ) -> tuple[NodeStats, float]:
     """The node's own window figures (as metrics._node_stats, rates left to finalize_digests) and the
-    sum of its window steps' seconds; writes the window steps' figures to ``arrays`` (digest._load)."""
+    sum of its window steps' seconds; writes the window steps' figures to the folder ``arrays``
+    (write_window)."""
     import numpy as np
 
     rec = ps.last[np.searchsorted(ps.steps, window)] if len(window) else np.zeros(0, np.int64)
@@ -106,17 +129,19 @@ def node_stats(
         fl_ok = cols.has_tflops[rec] & timed & np.isfinite(fl_v)
         tok = np.where(tok_ok, tok_v * raw, math.nan)
         fl = np.where(fl_ok, fl_v * raw, math.nan)
-    np.savez(
+    write_window(
         arrays,
-        steps=window.astype(np.int64),
-        sec=secs,
-        tok=tok,
-        tok_ok=tok_ok,
-        tw=cols.weights[rec],
-        tw_ok=cols.has_weights[rec],
-        fl=fl,
-        fl_ok=fl_ok,
-    )
+        {
+            "steps": window.astype(np.int64),
+            "sec": secs,
+            "tok": tok,
+            "tok_ok": tok_ok,
+            "tw": cols.weights[rec],
+            "tw_ok": cols.has_weights[rec],
+            "fl": fl,
+            "fl_ok": fl_ok,
+        },
+    ).close()
     return stats, t
 
 
@@ -199,4 +224,12 @@ def _convergence(
     sheet.put("training.time_to_target_seconds", exact_sum(secs[ps.steps[order] <= hit]))
 
 
-__all__ = ["TrainSteps", "all_losses", "loss_metrics", "node_stats", "train_steps"]
+__all__ = [
+    "WINDOW_COLUMNS",
+    "TrainSteps",
+    "all_losses",
+    "loss_metrics",
+    "node_stats",
+    "train_steps",
+    "write_window",
+]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock, file_line_clock
-from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
+from cvs_tui.core.judge.column_figures import WINDOW_COLUMNS, loss_metrics, node_stats, train_steps
 from cvs_tui.core.judge.column_window import column_window
 from cvs_tui.core.judge.columns import Collected, StepColumns, collect, exact_sum
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
@@ -53,6 +53,7 @@ from cvs_tui.core.judge.metrics import (
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
 from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
+from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
@@ -85,12 +86,13 @@ class NodeDigest:
     stats: NodeStats  # tokens and TFLOP/s are filled in by finalize_digests (they need every node)
     window_seconds: float  # the node's own window: the sum of its steps' seconds
     loss_metrics: dict[str, MetricValue]
-    curve: Path  # .npz: the sampled loss curve as if this node were the reference node
-    arrays: Path  # .npz: the node's window steps and their seconds, tokens and FLOPs
+    curve: Path  # .npz: the sampled loss curve as if this node were the reference node (_save_curve)
+    arrays: Path  # folder (column_figures.write_window): the node's window steps, seconds, tokens, FLOPs
     step_records: int  # every step line the node logged
     window_len: int
     thinned: bool  # its series in ``record`` were bounded
     series_cap: int
+    window_ascending: bool  # the window steps in ``arrays`` are in ascending order
     # the finite losses by step of every step record (the last of a step wins), as checkpoint.record_losses
     # reads them from a whole series; only when the series was bounded and keep_losses was asked
     losses: dict[int, float] | None = None
@@ -111,25 +113,32 @@ def slim_events(events: Sequence[LogEvent]) -> list[LogEvent]:
     return [e for i, e in enumerate(events) if not isinstance(e, StepEvent) or i in (sourced, top)]
 
 
-def _save_curve(path: Path, points: list[tuple[int, float]]) -> Path:
-    """The loss curve goes to a file: every node computes one, the run uses the reference node's."""
+def _save_curve(path: Path, points: list[tuple[int, float]], cap: int) -> Path:
+    """The loss curve goes to a file: every node computes one, the run uses the reference node's. Only
+    its finite points are kept (the run's curve lists those), bounded at ``cap`` (series.curve_points),
+    with their full count (the curve's verdict and note name it)."""
     import numpy as np
 
+    finite = [(s, v) for s, v in points if math.isfinite(v)]
+    kept = curve_points(finite, cap)
     np.savez(
         path,
-        steps=np.fromiter((s for s, _ in points), dtype=np.int64, count=len(points)),
-        loss=np.fromiter((v for _, v in points), dtype=np.float64, count=len(points)),
+        steps=np.fromiter((s for s, _ in kept), dtype=np.int64, count=len(kept)),
+        loss=np.fromiter((v for _, v in kept), dtype=np.float64, count=len(kept)),
+        count=np.int64(len(finite)),
     )
     return path
 
 
-def _load_curve(path: Path) -> list[tuple[int, float]]:
+def _load_curve(path: Path) -> tuple[list[tuple[int, float]], int]:
+    """(the curve's finite points, bounded; how many finite points it had)."""
     import numpy as np
 
     with np.load(path) as z:
         steps = z["steps"].astype(np.int64, copy=False).tolist()
         loss = z["loss"].astype(np.float64, copy=False).tolist()
-    return list(zip(steps, loss, strict=True))
+        count = int(z["count"])
+    return list(zip(steps, loss, strict=True)), count
 
 
 def log_line_clock(path: Path | None) -> LineClock | None:
@@ -252,10 +261,11 @@ def digest_collected(
         stats=stats,
         window_seconds=t,
         loss_metrics={k: sheet.m[k] for k in LOSS_METRICS if k in sheet.m},
-        curve=_save_curve(arrays.with_name(arrays.stem + ".curve.npz"), curve),
+        curve=_save_curve(arrays.with_name(arrays.name + ".curve.npz"), curve, cap),
         arrays=arrays,
         step_records=step_records,
         window_len=len(win.steps),
+        window_ascending=bool((np.diff(win.steps) > 0).all()),
         thinned=thinned,
         series_cap=cap,
         losses=exact_losses,
@@ -278,18 +288,21 @@ class _Figures(NamedTuple):
 def _load(path: Path) -> _Figures:
     import numpy as np
 
-    with np.load(path) as z:
-        f = np.float64
-        return _Figures(
-            z["steps"].astype(np.int64, copy=False),
-            z["sec"].astype(f, copy=False),
-            z["tok"].astype(f, copy=False),
-            z["tok_ok"].astype(np.bool_, copy=False),
-            z["tw"].astype(f, copy=False),
-            z["tw_ok"].astype(np.bool_, copy=False),
-            z["fl"].astype(f, copy=False),
-            z["fl_ok"].astype(np.bool_, copy=False),
-        )
+    files = ColumnFiles(path, WINDOW_COLUMNS)
+    try:
+        loaded = {k: files.load(k) for k in WINDOW_COLUMNS}
+    finally:
+        files.close()
+    return _Figures(
+        loaded["steps"].astype(np.int64, copy=False),
+        loaded["sec"].astype(np.float64, copy=False),
+        loaded["tok"].astype(np.float64, copy=False),
+        loaded["tok_ok"].astype(np.bool_, copy=False),
+        loaded["tw"].astype(np.float64, copy=False),
+        loaded["tw_ok"].astype(np.bool_, copy=False),
+        loaded["fl"].astype(np.float64, copy=False),
+        loaded["fl_ok"].astype(np.bool_, copy=False),
+    )
 
 
 def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
@@ -388,11 +401,12 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
     ref = inputs.ref
     if ref is not None:
         sheet.m.update(digests[ref].loss_metrics)
-        curve = _load_curve(digests[ref].curve)
+        curve, count = _load_curve(digests[ref].curve)
     else:
         losses = loss_section(inputs, sheet)
         convergence_section(inputs, losses, eval_section(inputs, sheet), sheet)
-        curve = loss_curve_section(inputs, losses, sheet)
+        curve = [(s, v) for s, v in loss_curve_section(inputs, losses, sheet) if math.isfinite(v)]
+        count = len(curve)
     checkpoint_io(inputs, sheet)
     result = MetricsOutcome(
         metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
@@ -401,20 +415,20 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         window_status=wstatus,
         window_reason=wreason,
         node_stats=with_lag(stats),
-        loss_curve_points=[(s, v) for s, v in curve if math.isfinite(v)],
+        loss_curve_points=curve,
         devices_per_node=per_node,
         notes=sheet.notes,
         stalls=stalls,
+        loss_curve_count=count,
     )
     cap = digests[0].series_cap if digests else SERIES_CAP
     thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
-    points = len(result.loss_curve_points)
-    if points > cap:
-        result.notes.append(curve_note(points, cap))
+    if count > cap:
+        result.notes.append(curve_note(count, cap))
     if thinned:
         result.notes.append(series_note(thinned, cap))
     decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
-    verdicts = run_verdicts(run, result, decided[0])  # over every sampled point of the curve
+    verdicts = run_verdicts(run, result, decided[0])
     result.loss_curve_points = curve_points(result.loss_curve_points, cap)
     nodes = [
         d.record.model_copy(

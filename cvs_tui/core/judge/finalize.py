@@ -63,12 +63,16 @@ def log_clock(path: Path | None) -> dict[int, float] | None:
         return None
 
 
-def _loss_curve_verdict(metric: MetricValue, spec: JudgeSpec, points: list[tuple[int, float]]) -> Verdict:
+def _loss_curve_verdict(
+    metric: MetricValue, spec: JudgeSpec, points: list[tuple[int, float]], count: int | None = None
+) -> Verdict:
+    """``count``: how many points the curve had when ``points`` is its bounded list (first and last kept)."""
     lc = spec.loss_curve
     expected = f"< {format_number(lc.max_slope)}"
     if points:
         (x0, y0), (xn, yn) = points[0], points[-1]
-        detail = f" over {len(points)} points (first={y0:.4f}@{x0}, last={yn:.4f}@{xn})"
+        n = len(points) if count is None else count
+        detail = f" over {n} points (first={y0:.4f}@{x0}, last={yn:.4f}@{xn})"
     else:
         detail = ""
     gated = lc.enforce
@@ -103,7 +107,9 @@ def run_verdicts(run: PlannedRun, result: MetricsOutcome, out: RunOutcome) -> li
         verdicts = judge_all(metrics, spec.cell, enforce=spec.enforce, extra_specs=spec.extra_specs)
     lc_metric = metrics["training.loss_curve_slope"]
     verdicts = [
-        _loss_curve_verdict(lc_metric, spec, result.loss_curve_points) if v.metric == lc_metric.name else v
+        _loss_curve_verdict(lc_metric, spec, result.loss_curve_points, result.loss_curve_count)
+        if v.metric == lc_metric.name
+        else v
         for v in verdicts
     ]
     if out is RunOutcome.COMPLETE:

@@ -95,6 +95,8 @@ class MetricsOutcome:
     devices_per_node: int
     notes: list[str]
     stalls: RunStalls | None = None  # None: no node had a baseline to find stalls against
+    # how many points the curve had where ``loss_curve_points`` were bounded (None: all of them listed)
+    loss_curve_count: int | None = None
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
