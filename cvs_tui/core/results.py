@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -69,6 +71,35 @@ class ExcludedStep(_Model):
     reason: str
 
 
+def step_ranges(steps: Iterable[int]) -> list[tuple[int, int]]:
+    """Ascending distinct ``steps`` as inclusive ranges of consecutive steps."""
+    out: list[tuple[int, int]] = []
+    for s in steps:
+        if out and s == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
+class StepSpans:
+    """Membership in a window's steps held as inclusive ranges (a bounded window lists only some)."""
+
+    def __init__(self, ranges: Sequence[tuple[int, int]]) -> None:
+        self._lo = [a for a, _ in ranges]
+        self._hi = [b for _, b in ranges]
+
+    def __contains__(self, step: object) -> bool:
+        if not isinstance(step, int):
+            return False
+        i = bisect_right(self._lo, step) - 1
+        return i >= 0 and step <= self._hi[i]
+
+
+def _unset(v: object) -> bool:
+    return v is None
+
+
 class WindowRecord(_Model):
     status: Literal["ok", "inconclusive"]
     reason: str = ""
@@ -76,6 +107,34 @@ class WindowRecord(_Model):
     excluded: list[ExcludedStep] = Field(default_factory=list)
     min_clean_steps: int
     warmup_steps: int
+    # A run's window from ``cvs-tui analyze`` longer than the series cap lists in ``steps`` every k-th
+    # step and the last (judge.series); then these hold every step: how many, and as inclusive ranges of
+    # consecutive steps. Left out of the JSON when unset, so an unbounded window reads as before.
+    step_count: int | None = Field(default=None, exclude_if=_unset)
+    step_ranges: list[tuple[int, int]] | None = Field(default=None, exclude_if=_unset)
+
+    @property
+    def clean_steps(self) -> int:
+        """How many steps the window has (``steps`` may list only some)."""
+        return len(self.steps) if self.step_count is None else self.step_count
+
+    @property
+    def first_step(self) -> int | None:
+        if self.step_ranges is not None:
+            return self.step_ranges[0][0] if self.step_ranges else None
+        return min(self.steps) if self.steps else None
+
+    @property
+    def last_step(self) -> int | None:
+        if self.step_ranges is not None:
+            return self.step_ranges[-1][1] if self.step_ranges else None
+        return max(self.steps) if self.steps else None
+
+    def spans(self) -> StepSpans:
+        """Every window step, for ``step in window.spans()``."""
+        if self.step_ranges is not None:
+            return StepSpans(self.step_ranges)
+        return StepSpans(step_ranges(sorted(set(self.steps))))
 
 
 class StallRecord(_Model):

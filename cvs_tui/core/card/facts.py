@@ -188,11 +188,11 @@ def run_date(run: RunRecord, res: Results) -> dt.date:
 
 def card_window(run: RunRecord) -> Window | None:
     w = run.window
-    if w.status != "ok" or not w.steps:
+    first, last = w.first_step, w.last_step
+    if w.status != "ok" or first is None or last is None:
         return None
-    first, last = min(w.steps), max(w.steps)
     excluded = sorted({x.step for x in w.excluded if first <= x.step <= last})
-    return Window(first_step=first, last_step=last, clean_steps=len(w.steps), excluded_steps=excluded)
+    return Window(first_step=first, last_step=last, clean_steps=w.clean_steps, excluded_steps=excluded)
 
 
 def run_problems(run: RunRecord, metrics: StandardMetrics | None, workload: Workload | None) -> list[str]:

@@ -35,7 +35,10 @@ def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS) -> RunSample
     excluded = [(e.step, e.reason) for e in run.window.excluded]
     notes: list[str] = []
     samples: list[StepSample] = []
-    for s in run.window.steps:
+    # the window steps some node's series lists, ascending: ``window.steps`` may list only every k-th step
+    # of a long window (judge.series), its spans hold all of them
+    window = run.window.spans()
+    for s in sorted({s for m in maps for s in m if s in window}):
         pts = [m[s] for m in maps if s in m and m[s].seconds is not None]
         if not pts:
             continue

@@ -20,19 +20,19 @@ metric and verdict is the same number.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock, file_line_clock
-from cvs_tui.core.judge.column_figures import WINDOW_COLUMNS, loss_metrics, node_stats, train_steps
+from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
 from cvs_tui.core.judge.column_window import column_window
-from cvs_tui.core.judge.columns import Collected, StepColumns, collect, exact_sum
+from cvs_tui.core.judge.columns import Collected, StepColumns, collect
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
+from cvs_tui.core.judge.digest_merge import window_figures
 from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
 from cvs_tui.core.judge.loss import convergence_section, eval_section, loss_curve_section, loss_section
@@ -43,17 +43,13 @@ from cvs_tui.core.judge.metrics import (
     RunInputs,
     Sheet,
     checkpoint_io,
-    perf_inconclusive,
-    put_perf,
     run_devices,
     scaling_and_mfu,
-    window_status,
     with_lag,
 )
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
 from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
-from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
@@ -272,103 +268,10 @@ def digest_collected(
     )
 
 
-class _Figures(NamedTuple):
-    """A node's window steps (its own window order) and their figures, as _save_arrays wrote them."""
-
-    steps: npt.NDArray[np.int64]
-    sec: npt.NDArray[np.float64]
-    tok: npt.NDArray[np.float64]
-    tok_ok: npt.NDArray[np.bool_]
-    tw: npt.NDArray[np.float64]
-    tw_ok: npt.NDArray[np.bool_]
-    fl: npt.NDArray[np.float64]
-    fl_ok: npt.NDArray[np.bool_]
-
-
-def _load(path: Path) -> _Figures:
-    import numpy as np
-
-    files = ColumnFiles(path, WINDOW_COLUMNS)
-    try:
-        loaded = {k: files.load(k) for k in WINDOW_COLUMNS}
-    finally:
-        files.close()
-    return _Figures(
-        loaded["steps"].astype(np.int64, copy=False),
-        loaded["sec"].astype(np.float64, copy=False),
-        loaded["tok"].astype(np.float64, copy=False),
-        loaded["tok_ok"].astype(np.bool_, copy=False),
-        loaded["tw"].astype(np.float64, copy=False),
-        loaded["tw_ok"].astype(np.bool_, copy=False),
-        loaded["fl"].astype(np.float64, copy=False),
-        loaded["fl_ok"].astype(np.bool_, copy=False),
-    )
-
-
-def _seq_sum(start: float, xs: npt.NDArray[np.float64]) -> float:
-    """``start`` plus each of ``xs`` in order, as a Python loop of ``+=`` adds them (add.accumulate is
-    sequential, unlike sum)."""
-    import numpy as np
-
-    if not len(xs):
-        return start
-    return float(np.add.accumulate(np.concatenate(([start], xs)))[-1])
-
-
-def _common_steps(digests: Sequence[NodeDigest], with_steps: list[int]) -> npt.NDArray[np.int64] | None:
-    """Pass 1: the steps clean on every node that logged steps, sorted (None: no such node)."""
-    import numpy as np
-
-    common: npt.NDArray[np.int64] | None = None
-    for i in with_steps:
-        steps = _load(digests[i].arrays).steps
-        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
-    return common
-
-
-def _window_figures(
-    digests: Sequence[NodeDigest], run: RunInputs, window: npt.NDArray[np.int64] | None
-) -> tuple[list[NodeStats], list[float] | None, float | None, float | None]:
-    """Pass 2, one node's arrays at a time: each node's stats with its rates, and over ``window`` (None:
-    inconclusive) the slowest node's seconds per step and the tokens and FLOPs summed in the order
-    metrics._perf sums them (None: some step carried none)."""
-    import numpy as np
-
-    devices, tflops_step = run.global_devices, run.tflops_per_step
-    slowest: npt.NDArray[np.float64] | None = None
-    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
-    stats: list[NodeStats] = []
-    for i, d in enumerate(digests):
-        a = _load(d.arrays)
-        tok_ok = a.tok_ok | (a.tw_ok & bool(devices))
-        tok = np.where(a.tok_ok, a.tok, a.tw / (devices or 1))
-        fl_ok = a.fl_ok | (tflops_step is not None)
-        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
-        ok = d.stats.step_time_mean_ms is not None
-        tk_rate = exact_sum(tok[tok_ok]) / d.window_seconds if ok and tok_ok.all() else None
-        fl_rate = exact_sum(fl[fl_ok]) / d.window_seconds if ok and fl_ok.all() else None
-        stats.append(
-            dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
-        )
-        if window is None or i not in run.with_steps:
-            continue
-        order = np.argsort(a.steps, kind="stable")
-        pos = order[np.searchsorted(a.steps, window, sorter=order)]
-        sec = a.sec[pos]
-        # max() over the nodes in rank order: a later node wins only when strictly greater
-        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
-        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
-        flops_ok = flops_ok and bool(fl_ok[pos].all())
-        tokens = _seq_sum(tokens, tok[pos][tok_ok[pos]])
-        flops = _seq_sum(flops, fl[pos][fl_ok[pos]])
-    if slowest is None:
-        return stats, None, None, None
-    return stats, slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None
-
-
 def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
     """Judge one planned run from its nodes' digests (index = rank); the same RunRecord finalize_run
-    makes from every event, with each node's series bounded at the digests' cap."""
+    makes from every event, with each node's series and the run's window steps bounded at the digests'
+    cap (records.bounded_window)."""
 
     n = len(digests)
     ctx = run_context(run.judge, n)
@@ -387,15 +290,9 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         global_devices=global_devices,
         tflops_per_step=tflops_step,
     )
-    common = _common_steps(digests, inputs.with_steps)
-    window, wstatus, wreason = window_status(
-        [] if common is None else common.tolist(), inputs.with_steps, n, inputs.windows, sheet
-    )
-    stats, slowest, tokens, flops = _window_figures(digests, inputs, common if wstatus == "ok" else None)
-    if slowest is not None:
-        tok_total, tflops_gpu = put_perf(slowest, tokens, flops, inputs, sheet)
-    else:
-        tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
+    cap = digests[0].series_cap if digests else SERIES_CAP
+    stats, listing, tok_total, tflops_gpu, wstatus, wreason = window_figures(digests, inputs, cap, sheet)
+    window, wcount, wranges = listing
     stalls = stall_section(inputs, sheet)
     scaling_and_mfu(inputs, tok_total, tflops_gpu, sheet)
     ref = inputs.ref
@@ -412,6 +309,8 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
         node_windows=inputs.windows,
         window_steps=window,
+        window_count=wcount,
+        window_ranges=wranges,
         window_status=wstatus,
         window_reason=wreason,
         node_stats=with_lag(stats),
@@ -421,12 +320,11 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         stalls=stalls,
         loss_curve_count=count,
     )
-    cap = digests[0].series_cap if digests else SERIES_CAP
     thinned = [(d.rank, d.step_records, d.window_len) for d in digests if d.thinned]
     if count > cap:
         result.notes.append(curve_note(count, cap))
     if thinned:
-        result.notes.append(series_note(thinned, cap))
+        result.notes.append(series_note(thinned, cap, run_window=wcount))
     decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
     verdicts = run_verdicts(run, result, decided[0])
     result.loss_curve_points = curve_points(result.loss_curve_points, cap)

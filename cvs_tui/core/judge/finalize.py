@@ -227,7 +227,14 @@ def run_record(
         ended_at=ended_at,
         threshold_cell=run.judge.cell_key,
         nodes=nodes,
-        window=window_record(result.window_status, result.window_reason, result.window_steps, excluded),
+        window=window_record(
+            result.window_status,
+            result.window_reason,
+            result.window_steps,
+            excluded,
+            count=result.window_count,
+            ranges=result.window_ranges,
+        ),
         metrics=[
             MetricRecord(
                 name=m.name, value=finite(m.value), unit=m.unit, text=m.text, absent=m.absent, reason=m.reason

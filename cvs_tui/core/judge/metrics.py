@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,7 +87,7 @@ class RunContext:
 class MetricsOutcome:
     metrics: dict[str, MetricValue]
     node_windows: list[NodeWindow]
-    window_steps: list[int]  # the common (all-node) window
+    window_steps: list[int]  # the common (all-node) window; every k-th step of it when window_count is set
     window_status: Literal["ok", "inconclusive"]
     window_reason: str
     node_stats: list[NodeStats]
@@ -97,6 +97,10 @@ class MetricsOutcome:
     stalls: RunStalls | None = None  # None: no node had a baseline to find stalls against
     # how many points the curve had where ``loss_curve_points`` were bounded (None: all of them listed)
     loss_curve_count: int | None = None
+    # a window whose ``window_steps`` were bounded: how many steps it has and all of them as inclusive
+    # ranges of consecutive steps (None: ``window_steps`` lists every step)
+    window_count: int | None = None
+    window_ranges: list[tuple[int, int]] | None = None
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -237,30 +241,30 @@ def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok
         window = sorted(common)
     else:
         window = []
-    return window_status(window, with_steps, len(run.per_step), run.windows, sheet)
+    return (window, *window_status(len(window), with_steps, len(run.per_step), run.windows, sheet))
 
 
 def window_status(
-    window: list[int], with_steps: list[int], num_nodes: int, windows: Sequence[NodeWindow], sheet: Sheet
-) -> tuple[list[int], Literal["ok", "inconclusive"], str]:
-    """Whether the common window ``window`` of the nodes ``with_steps`` (of ``num_nodes``) is enough."""
+    window_len: int, with_steps: list[int], num_nodes: int, windows: Sequence[NodeWindow], sheet: Sheet
+) -> tuple[Literal["ok", "inconclusive"], str]:
+    """Whether the common window (``window_len`` steps) of the nodes ``with_steps`` (of ``num_nodes``) is
+    enough."""
     if len(with_steps) < num_nodes and with_steps:
         missing = [i for i in range(num_nodes) if i not in with_steps]
         sheet.notes.append(
             f"node(s) {missing} logged no step lines; per-device rates come from the other nodes"
         )
     if not with_steps:
-        return window, "inconclusive", "no timed training step was logged"
-    if len(window) < MIN_CLEAN_STEPS:
+        return "inconclusive", "no timed training step was logged"
+    if window_len < MIN_CLEAN_STEPS:
         excluded_n = len({s for i in with_steps for s in windows[i].excluded})
         return (
-            window,
             "inconclusive",
-            f"only {len(window)} clean step(s) in the steady-state window, fewer than the minimum "
+            f"only {window_len} clean step(s) in the steady-state window, fewer than the minimum "
             f"{MIN_CLEAN_STEPS} ({excluded_n} step(s) excluded as warm-up, checkpoint, eval, profiler, "
             "rampup or stall)",
         )
-    return window, "ok", ""
+    return "ok", ""
 
 
 PERF_METRICS = (
@@ -311,14 +315,49 @@ def put_perf(
 ) -> tuple[float | None, float | None]:
     """The perf metrics from the window's step seconds (slowest node per step) and the tokens and FLOPs
     summed over the window on every node that logged steps (None: some step carried none)."""
+    s = sorted(step_secs)
+    return put_perf_figures(len(s), sum(step_secs), lambda ks: [s[k] for k in ks], tokens, flops, run, sheet)
+
+
+def _linear(n: int, q: float, at: Mapping[int, float]) -> float:
+    """percentile(xs, q) of ``n`` values from ``at``: the k-th smallest of them by k (_linear_ranks)."""
+    if n == 1:
+        return at[0]
+    rank = q / 100.0 * (n - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, n - 1)
+    return at[lo] + (at[hi] - at[lo]) * (rank - lo)
+
+
+def _linear_ranks(n: int, q: float) -> list[int]:
+    """The ranks _linear reads."""
+    if n == 1:
+        return [0]
+    lo = math.floor(q / 100.0 * (n - 1))
+    return [lo, min(lo + 1, n - 1)]
+
+
+def put_perf_figures(
+    n: int,
+    total: float,
+    kth: Callable[[Sequence[int]], list[float]],
+    tokens: float | None,
+    flops: float | None,
+    run: RunInputs,
+    sheet: Sheet,
+) -> tuple[float | None, float | None]:
+    """put_perf from the window's ``n`` step seconds given as their ``sum`` (``total``) and ``kth``: the
+    k-th smallest of them for each of some ranks (0-based), so the seconds need not be held in a list."""
     put = sheet.put
-    window_len = len(step_secs)
-    t = sum(step_secs)
+    window_len = n
+    t = total
     n_dev_nodes = len(run.with_steps)
+    ranks = sorted({k for q in (50, 95) for k in _linear_ranks(n, q)})
+    at = dict(zip(ranks, kth(ranks), strict=True))
     put("training.step_time_seconds", t / window_len)
     put("training.step_time_mean_ms", 1000.0 * t / window_len)
-    put("training.step_time_p50_ms", 1000.0 * percentile(step_secs, 50))
-    put("training.step_time_p95_ms", 1000.0 * percentile(step_secs, 95))
+    put("training.step_time_p50_ms", 1000.0 * _linear(n, 50, at))
+    put("training.step_time_p95_ms", 1000.0 * _linear(n, 95, at))
     tok_total: float | None = None
     tflops_gpu: float | None = None
     if tokens is not None:

@@ -37,6 +37,7 @@ from cvs_tui.core.results import (
     StallRecord,
     StepPoint,
     WindowRecord,
+    step_ranges,
 )
 
 CONTEXT_LINES = 3  # log lines kept on each side of an error hit
@@ -64,7 +65,16 @@ def _step_fields(e: StepEvent) -> dict[str, object]:
 _STEP_SERIES = TypeAdapter(list[StepPoint])
 
 
-def window_record(status: str, reason: str, steps: list[int], excluded: dict[int, str]) -> WindowRecord:
+def window_record(
+    status: str,
+    reason: str,
+    steps: list[int],
+    excluded: dict[int, str],
+    *,
+    count: int | None = None,
+    ranges: list[tuple[int, int]] | None = None,
+) -> WindowRecord:
+    """``count`` and ``ranges``: every step of a window whose ``steps`` were bounded (None: all listed)."""
     return WindowRecord(
         status=status,  # type: ignore[arg-type]
         reason=reason,
@@ -72,6 +82,22 @@ def window_record(status: str, reason: str, steps: list[int], excluded: dict[int
         excluded=[ExcludedStep(step=s, reason=r) for s, r in sorted(excluded.items())],
         min_clean_steps=MIN_CLEAN_STEPS,
         warmup_steps=WARMUP_STEPS,
+        step_count=count,
+        step_ranges=ranges,
+    )
+
+
+def bounded_window(window: WindowRecord, cap: int) -> WindowRecord:
+    """A run's window with every step listed, as ``cvs-tui analyze`` records it with its series bounded at
+    ``cap``: up to ``cap`` steps unchanged, else every k-th step (series.thin) with the count and ranges."""
+    if len(window.steps) <= cap:
+        return window
+    return window.model_copy(
+        update={
+            "steps": thin(window.steps, cap),
+            "step_count": len(window.steps),
+            "step_ranges": step_ranges(window.steps),
+        }
     )
 
 
@@ -221,6 +247,7 @@ def node_record(
 __all__ = [
     "CONTEXT_LINES",
     "MAX_ERRORS_PER_NODE",
+    "bounded_window",
     "finite",
     "node_record",
     "run_environment",

@@ -105,7 +105,7 @@ def step_time_chart(run: RunRecord) -> str | None:
     nodes = [n for n in run.nodes if any(p.seconds is not None for p in n.steps)]
     if not nodes:
         return None
-    window = set(run.window.steps)
+    window = run.window.spans()  # every window step (a long window's ``steps`` lists only some)
     with rc_context(_STYLE):
         fig = Figure(figsize=(7.2, 3.0), dpi=100, layout="constrained")
         ax = fig.add_subplot()
