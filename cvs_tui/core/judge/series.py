@@ -107,8 +107,11 @@ def curve_note(points: int, cap: int) -> str:
     )
 
 
-def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None) -> str:
-    """The run note for nodes whose series were bounded: (rank, step records, window steps) each."""
+def series_note(
+    thinned: Sequence[tuple[int, int, int]], cap: int | None = None, *, run_window: int | None = None
+) -> str:
+    """The run note for nodes whose series were bounded: (rank, step records, window steps) each;
+    ``run_window``: how many steps the run's window has when its ``steps`` were bounded too."""
     cap = SERIES_CAP if cap is None else cap
     nodes = ", ".join(f"node {r}: {n:,} step records, {w:,} window steps" for r, n, w in thinned[:8])
     more = f" and {len(thinned) - 8} more node(s)" if len(thinned) > 8 else ""
@@ -117,6 +120,12 @@ def series_note(thinned: Sequence[tuple[int, int, int]], cap: int | None = None)
         f"is computed over every step, but each node's `steps` keeps, per bucket of consecutive records, "
         "the first, the lowest and highest loss, the longest seconds and the first non-finite loss (and the "
         "last record), and each node's window `steps` keeps every k-th step and the last"
+        + (
+            ""
+            if run_window is None
+            else f"; so does the run's window `steps` ({run_window:,} steps: `step_count` counts them and "
+            "`step_ranges` lists them all as ranges of consecutive steps)"
+        )
     )
 
 
