@@ -8,7 +8,7 @@ them with the judge of a live run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -165,7 +165,7 @@ def _background(c: Collected, clock: Clock) -> list[Interval]:
 
 
 def background(
-    others: list[tuple[int, LogEvent]], profiler: list[tuple[int, LogEvent]], clock: Clock
+    others: list[tuple[int, LogEvent]], profiler: Sequence[tuple[int, LogEvent]], clock: Clock
 ) -> list[Interval]:
     """background_intervals of the node's events: the other events (with the number of step records
     before each) and the profiler step records (record, event), in log order."""
