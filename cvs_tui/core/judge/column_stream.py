@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,14 @@ class StreamLog:
         at = np.asarray(idx, dtype=np.int64)
         cols = StepColumns(**{k: self.files.take(k, at) for k in SPILL_COLUMNS})
         return [cols.event(i) for i in range(len(idx))]
+
+    def scratch(self, name: str, dtypes: Mapping[str, str]) -> ColumnFiles:
+        """New column files next to the log's own (emptied first), for values a rule reads many times."""
+        folder = self.files.folder.with_name(f"{self.files.folder.name}.{name}")
+        if folder.exists():
+            for f in folder.iterdir():
+                f.unlink()
+        return ColumnFiles(folder, dtypes)
 
     def step_at(self, i: int) -> int:
         return int(self.files.read("step", i, i + 1)[0])
@@ -185,12 +194,15 @@ def window_mask(c: Arrays, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]
 
 
 _JUDGED = ("step", "line", "kind", "seconds", "has_seconds", "timestamp")
+_JUDGED_FILES = {"step": "i8", "line": "i8", "sec": "f8", "ts": "f8"}
 
 
-def _judged(log: StreamLog, warmup: int) -> Iterator[tuple[Arrays, npt.NDArray[np.int64]]]:
-    """column_stalls' judged records, a chunk at a time: (the chunk, the judged ones' positions in it)."""
+def _judged(log: StreamLog, warmup: int) -> ColumnFiles:
+    """column_stalls' judged records (their step, line, seconds and timestamp), into files of their own:
+    the stall rules read them many times."""
     import numpy as np
 
+    out = log.scratch("judged", _JUDGED_FILES)
     seen = 0
     for _, c in log.chunks(*_JUDGED):
         sec = c["seconds"]
@@ -200,18 +212,34 @@ def _judged(log: StreamLog, warmup: int) -> Iterator[tuple[Arrays, npt.NDArray[n
         idx = np.flatnonzero(ok)
         later = (c["step"][idx] >= warmup) & (np.arange(seen, seen + len(idx)) >= warmup)
         seen += len(idx)
-        yield c, idx[later]
+        j = idx[later]
+        for name, col in (("step", "step"), ("line", "line"), ("sec", "seconds"), ("ts", "timestamp")):
+            out.append(name, c[col][j])
+    return out
+
+
+def _each(files: ColumnFiles, *names: str) -> Iterator[Arrays]:
+    for _, c in files.chunks(names, size=spill.CHUNK):
+        yield c
 
 
 def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
     """column_stalls of the spilled records."""
+    judged = _judged(log, warmup)
+    try:
+        return _stalls(log, judged, bg)
+    finally:
+        judged.close()
+
+
+def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
     import numpy as np
 
     def secs() -> Iterator[npt.NDArray[np.float64]]:
-        for c, j in _judged(log, warmup):
-            yield c["seconds"][j]
+        for c in _each(judged, "sec"):
+            yield c["sec"]
 
-    n = sum(len(x) for x in secs())
+    n = len(judged)
     wall = _fsum(x.tolist() for x in secs())
     if n < MIN_BASELINE_STEPS:
         return StallReport((), n, (), None, None, wall, wall / n if n else None)
@@ -220,15 +248,12 @@ def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
     limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
     stalls: list[Stall] = []
     flagged: set[int] = set()
-    g = 0
-    for c, j in _judged(log, warmup):
-        sec = c["seconds"][j]
-        for i in np.flatnonzero(sec > limit).tolist():
-            stalls.append(Stall(int(c["step"][j[i]]), float(sec[i]), m, int(c["line"][j[i]])))
+    for g, c in judged.chunks(("step", "line", "sec"), size=spill.CHUNK):
+        for i in np.flatnonzero(c["sec"] > limit).tolist():
+            stalls.append(Stall(int(c["step"][i]), float(c["sec"][i]), m, int(c["line"][i])))
             flagged.add(g + i)
-        g += len(j)
     if n > 2:
-        wall = _gaps(log, warmup, n, limit, m, flagged, stalls, wall)
+        wall = _gaps(log.clock, judged, limit, m, flagged, stalls, wall)
     stalls.sort(key=lambda st: st.line)
     stalls = _place(stalls, log, m)
     timeline = _Timeline(bg)
@@ -237,10 +262,10 @@ def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
     count = [0]
 
     def steady() -> Iterator[list[float]]:
-        for c, j in _judged(log, warmup):
-            keep = j[~np.isin(c["step"][j], stalled)]
+        for c in _each(judged, "step", "sec"):
+            keep = c["sec"][~np.isin(c["step"], stalled)]
             count[0] += len(keep)
-            yield c["seconds"][keep].tolist()
+            yield keep.tolist()
 
     total = _fsum(steady())
     mean = total / count[0] if count[0] else None
@@ -248,9 +273,8 @@ def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
 
 
 def _gaps(
-    log: StreamLog,
-    warmup: int,
-    n: int,
+    clock: Clock,
+    judged: ColumnFiles,
     limit: float,
     m: float,
     flagged: set[int],
@@ -260,11 +284,9 @@ def _gaps(
     """The log gaps between judged records 1..n-2 (column_stalls), appended to ``out``; returns ``wall``."""
     import numpy as np
 
-    g, prev = 0, math.nan
-    for c, j in _judged(log, warmup):
-        if not len(j):
-            continue
-        times = _times(log.clock, c["line"][j], c["timestamp"][j])
+    n, prev = len(judged), math.nan
+    for g, c in judged.chunks(tuple(_JUDGED_FILES), size=spill.CHUNK):
+        times = _times(clock, c["line"], c["ts"])
         full = np.concatenate(([prev], times)) if g else times
         base = g - 1 if g else 0  # the judged index of full[0]
         with np.errstate(invalid="ignore"):
@@ -274,10 +296,9 @@ def _gaps(
             if i < 1 or i > n - 2 or flagged.intersection(range(i - 1, i + LINE_LAG + 1)):
                 continue  # the gap is a seconds stall: a step line is written up to LINE_LAG steps late
             t0, t1 = float(full[k]), float(full[k + 1])
-            r = j[i - g]
+            r = i - g
             out.append(Stall(int(c["step"][r]), t1 - t0, m, int(c["line"][r]), "log gap", t0, t1))
-            wall += t1 - t0 - float(c["seconds"][r])
-        g += len(j)
+            wall += t1 - t0 - float(c["sec"][r])
         prev = float(times[-1])
     return wall
 
@@ -531,16 +552,17 @@ def _curve_slope(own: RunInputs, sampled: ColumnFiles, sheet: Sheet) -> None:
             )
             return
 
-    def pts() -> Iterator[tuple[int, float]]:
-        for _, c in sampled.chunks(["steps", "loss"], size=spill.CHUNK):
-            yield from zip(c["steps"].tolist(), c["loss"].tolist(), strict=True)
+    def lists(name: str) -> Iterator[list[Any]]:
+        for c in _each(sampled, name):
+            yield c[name].tolist()
 
     slope: float | None = None
-    if n >= 2:
-        sx = sum(p[0] for p in pts())
-        sy = sum(p[1] for p in pts())
-        sxx = sum(p[0] * p[0] for p in pts())
-        sxy = sum(p[0] * p[1] for p in pts())
+    if n >= 2:  # loss.ols_slope's sums: the int ones exact in any grouping, the float ones in one sum
+        sx = sum(sum(x) for x in lists("steps"))
+        sxx = sum(sum(map(mul, x, x)) for x in lists("steps"))
+        sy: float = sum(chain.from_iterable(lists("loss")))
+        pairs = zip(lists("steps"), lists("loss"), strict=True)
+        sxy: float = sum(chain.from_iterable(map(mul, x, y) for x, y in pairs))
         den = n * sxx - sx * sx
         slope = None if den == 0 else (n * sxy - sx * sy) / den
     if slope is None:
