@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -220,12 +221,13 @@ def digest_log_file(
     file's losses refine the columns, and the file is read whole anyway)."""
     metrics_file = _metrics_file(path)
     if metrics_file is None:
-        spill_clock = ClockBuilder(spill=arrays.with_name(arrays.name + ".clock"))
-        collector = StepCollector(spill=arrays.with_name(arrays.name + ".columns"))
-        lines = _collect(path, error_patterns, collector, spill_clock)
-        spilled = collector.spilled()
-        line_clock = spill_clock.spilled()
+        scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
         try:
+            spill_clock = ClockBuilder(spill=scratch / "clock")
+            collector = StepCollector(spill=scratch / "columns")
+            lines = _collect(path, error_patterns, collector, spill_clock)
+            spilled = collector.spilled()
+            line_clock = spill_clock.spilled()
             return digest_spilled(
                 rank,
                 spilled,
@@ -238,8 +240,9 @@ def digest_log_file(
                 clock=line_clock,
             )
         finally:
-            spilled.files.close()
-            line_clock.files.close()
+            for files in (spill_clock.files, collector.files):
+                files.close()
+            shutil.rmtree(scratch, ignore_errors=True)
     clock = ClockBuilder()
     collected, lines = collect_log_file(path, error_patterns, clock=clock)
     return digest_collected(

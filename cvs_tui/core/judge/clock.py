@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from cvs_tui.core.judge.spill import SpilledClock
+    from cvs_tui.core.judge.spill import ColumnFiles, SpilledClock
 
 _FIRST = frozenset(b"IWEFCD0123456789")  # what a timed header can start with
 _NO_YEAR = 2000  # a leap year, so that 0229 reads
@@ -156,6 +156,13 @@ class ClockBuilder:
         if self._carry:
             self._run(self._carry, len(self._carry))
             self._carry = b""
+
+    @property
+    def files(self) -> ColumnFiles:
+        """The clock's files (``spill``)."""
+        if self._files is None:
+            raise ValueError("this clock is held in memory")
+        return self._files
 
     def spilled(self) -> SpilledClock:
         """The clock when its arrays went to files (``spill``)."""

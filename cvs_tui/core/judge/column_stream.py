@@ -445,15 +445,15 @@ CURVE = {"steps": "i8", "loss": "f8"}
 
 
 def stream_losses(
-    own: RunInputs, log: StreamLog, sv: Survey, sheet: Sheet, folder: Path
+    own: RunInputs, log: StreamLog, sv: Survey, sheet: Sheet
 ) -> tuple[ColumnFiles, ColumnFiles]:
     """column_figures.loss_metrics of the spilled records: returns the sampled loss curve and its finite
-    points, in files in ``folder``."""
+    points, in scratch files."""
     import numpy as np
 
     put = sheet.put
-    sampled = ColumnFiles(folder / "sampled", CURVE)
-    finite_pts = ColumnFiles(folder / "finite", CURVE)
+    sampled = log.scratch("sampled", CURVE)
+    finite_pts = log.scratch("finite", CURVE)
     if not sv.train:
         put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
         put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")

@@ -247,6 +247,13 @@ class StepCollector:
         kept.sort(key=lambda k: k[0])
         return kept
 
+    @property
+    def files(self) -> ColumnFiles:
+        """The column files (``spill``)."""
+        if self._files is None:
+            raise ValueError("this collector keeps its columns in memory")
+        return self._files
+
     def spilled(self) -> Spilled:
         """The result when the columns went to files (``spill``)."""
         if self._files is None:

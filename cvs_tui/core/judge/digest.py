@@ -325,7 +325,7 @@ def digest_spilled(
         tflops_per_step=None,
     )
     sheet = Sheet()
-    sampled, finite = cs.stream_losses(own, log, sv, sheet, arrays.with_name(arrays.name + ".curve"))
+    sampled, finite = cs.stream_losses(own, log, sv, sheet)
     fig = cs.stream_figures(log, sv, win, rank, arrays, cap)
     kept = NodeWindow(steps=[], excluded=win.excluded, stalls=win.stalls)
     others = [e for _, e in s.others]
