@@ -206,3 +206,16 @@ def test_step_numbers_that_go_back_are_judged_in_memory(tmp_path: Path, ctx: Run
     a, b = _both(tmp_path, events, ctx, cap=2000)
     assert not b.window_ascending or b.window_len == a.window_len
     _same(a, b)
+
+
+def test_a_log_that_restarts_digests_the_same_with_its_clock(tmp_path: Path, ctx: RunContext) -> None:
+    """A log holding a run twice over (steps 0..19, then 0..19 again, as after a restart from scratch),
+    with its line clock in files: judged in memory, the same digest."""
+    text = (FIXTURES / "single_20steps.log").read_bytes()
+    log = tmp_path / "restarted.log"
+    log.write_bytes(text + text)
+    events, _ = offline.parse_log_file(log, None)
+    (tmp_path / "d").mkdir()
+    a, b = _both(tmp_path / "d", events, ctx, cap=7, log=log)
+    assert a.step_records == 40
+    _same(a, b)
