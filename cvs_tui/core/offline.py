@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
 from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_collected, finalize_digests
+from cvs_tui.core.judge.digest import NodeDigest, digest_collected, digest_spilled, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.verdicts import FAIL
@@ -163,10 +164,35 @@ def collect_log_file(
     """:func:`parse_log_file` of one node log as step columns (``judge.columns``), parsed a chunk at a
     time: what is held grows by about 70 bytes a step line, never by the parsed events. ``clock``: fed the
     same chunks, so the log's line clock needs no second read."""
+    collector = StepCollector()
+    lines = _collect(path, error_patterns, collector, clock)
+    collected = collector.finish()
+    metrics_file = _metrics_file(path)
+    if metrics_file is not None:
+        _refine_from(metrics_file, collected)
+    return collected, lines
+
+
+def _metrics_file(path: Path) -> Path | None:
+    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
+    return metrics_file if metrics_file.is_file() else None
+
+
+def _refine_from(metrics_file: Path, collected: Collected) -> None:
+    try:
+        _refine_losses(collected, parse_metrics_file(metrics_file))
+    except OSError as exc:
+        raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
+
+
+def _collect(
+    path: Path, error_patterns: dict[str, str] | None, collector: StepCollector, clock: ClockBuilder | None
+) -> int:
+    """Feed the log a chunk at a time to the parser, its events to ``collector`` and its bytes to
+    ``clock``; returns the lines read."""
     from cvs_tui.core.parse.parser import NodeLogParser
 
     parser = NodeLogParser(error_patterns=error_patterns)
-    collector = StepCollector()
     try:
         with path.open("rb") as fh:
             while chunk := fh.read(1 << 20):
@@ -176,14 +202,7 @@ def collect_log_file(
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
     collector.add(parser.finish())
-    collected = collector.finish()
-    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
-    if metrics_file.is_file():
-        try:
-            _refine_losses(collected, parse_metrics_file(metrics_file))
-        except OSError as exc:
-            raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
-    return collected, parser.lines_seen
+    return parser.lines_seen
 
 
 def digest_log_file(
@@ -196,7 +215,34 @@ def digest_log_file(
     keep_losses: bool = False,
 ) -> NodeDigest:
     """Parse one node log, a chunk at a time, and reduce it to its digest (what the judge needs of it).
-    The log is read once: its line clock is read from the chunks the parser gets."""
+    The log is read once: its line clock is read from the chunks the parser gets. The step columns and
+    the clock go to files next to ``arrays`` (``judge.spill``) and are judged a chunk at a time, so a
+    worker holds the same whatever the log's length; a log with a metrics file is judged in memory (the
+    file's losses refine the columns, and the file is read whole anyway)."""
+    metrics_file = _metrics_file(path)
+    if metrics_file is None:
+        scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
+        try:
+            spill_clock = ClockBuilder(spill=scratch / "clock")
+            collector = StepCollector(spill=scratch / "columns")
+            lines = _collect(path, error_patterns, collector, spill_clock)
+            spilled = collector.spilled()
+            line_clock = spill_clock.spilled()
+            return digest_spilled(
+                rank,
+                spilled,
+                lines,
+                ctx=ctx,
+                log_path=path,
+                host=host,
+                arrays=arrays,
+                keep_losses=keep_losses,
+                clock=line_clock,
+            )
+        finally:
+            for files in (spill_clock.files, collector.files):
+                files.close()
+            shutil.rmtree(scratch, ignore_errors=True)
     clock = ClockBuilder()
     collected, lines = collect_log_file(path, error_patterns, clock=clock)
     return digest_collected(

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from cvs_tui.core.judge.spill import ColumnFiles, SpilledClock
+
 _FIRST = frozenset(b"IWEFCD0123456789")  # what a timed header can start with
 _NO_YEAR = 2000  # a leap year, so that 0229 reads
 
@@ -115,10 +117,13 @@ class ClockBuilder:
     parses, so the log is read once). The lines run through the byte scanner (``accel``: the C module's
     ``clock_lines`` or its twin in ``_pyscan``); ``native`` as for ``NodeLogParser``."""
 
-    def __init__(self, native: bool | None = None) -> None:
+    def __init__(self, native: bool | None = None, spill: Path | None = None) -> None:
+        from cvs_tui.core.judge.spill import ColumnFiles
         from cvs_tui.core.parse import accel
         from cvs_tui.core.parse._pyscan import CLOCK_START, ClockState
 
+        # ``spill``: a folder for the two arrays (judge.spill), so a long log's clock is not held
+        self._files = ColumnFiles(spill, {"at": "i8", "t": "f8"}) if spill is not None else None
         self._scan = accel.select(native).clock_lines
         self._carry = b""
         self._lines = 0
@@ -129,6 +134,10 @@ class ClockBuilder:
     def _run(self, data: bytes, end: int) -> None:
         at, times, n, self._state = self._scan(data, end, self._lines, self._state)
         self._lines += n
+        if self._files is not None:
+            self._files.append("at", at)
+            self._files.append("t", times)
+            return
         self.at.frombytes(at)
         self.times.frombytes(times)
 
@@ -140,10 +149,29 @@ class ClockBuilder:
             self._run(data, cut)
 
     def finish(self) -> LineClock:
+        self._end()
+        return LineClock(self.at, self.times)
+
+    def _end(self) -> None:
         if self._carry:
             self._run(self._carry, len(self._carry))
             self._carry = b""
-        return LineClock(self.at, self.times)
+
+    @property
+    def files(self) -> ColumnFiles:
+        """The clock's files (``spill``)."""
+        if self._files is None:
+            raise ValueError("this clock is held in memory")
+        return self._files
+
+    def spilled(self) -> SpilledClock:
+        """The clock when its arrays went to files (``spill``)."""
+        from cvs_tui.core.judge.spill import SpilledClock
+
+        if self._files is None:
+            raise ValueError("this clock is held in memory: use finish()")
+        self._end()
+        return SpilledClock(self._files)
 
 
 def file_clock_arrays(

@@ -8,7 +8,7 @@ them with the judge of a live run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -88,16 +88,34 @@ def _first_of_each(idx: npt.NDArray[np.int64], step: npt.NDArray[np.int64]) -> n
     return idx[np.sort(first)]
 
 
+# a step record the window drops on its own: (record, step, kind, line), each not a timed train step
+Special = tuple[int, int, int, int]
+
+
 def _drops(c: Collected, excluded: dict[int, str]) -> None:
-    """The window's drops for checkpoint saves, evals, profiler boundaries, rampup steps and train steps
-    without seconds, in log order (the first reason of a step wins), as node_window's loop makes them."""
+    """drops() over columns held in memory."""
     import numpy as np
 
     cols = c.columns
-    step, kind, line = cols.step, cols.kind, cols.line
-    special = np.flatnonzero(~((kind == TRAIN) & cols.has_seconds)).tolist()
-    items: list[tuple[int, int, int, LogEvent | None]] = [(p, 0, k, e) for k, (p, e) in enumerate(c.others)]
-    items += [(i, 1, 0, None) for i in special]
+    idx = np.flatnonzero(~((cols.kind == TRAIN) & cols.has_seconds))
+    special = zip(
+        idx.tolist(), cols.step[idx].tolist(), cols.kind[idx].tolist(), cols.line[idx].tolist(), strict=True
+    )
+    drops(list(special), c.others, lambda pos: int(cols.step[pos]), excluded)
+
+
+def drops(
+    special: list[Special],
+    others: list[tuple[int, LogEvent]],
+    step_at: Callable[[int], int],
+    excluded: dict[int, str],
+) -> None:
+    """The window's drops for checkpoint saves, evals, profiler boundaries, rampup steps and train steps
+    without seconds, in log order (the first reason of a step wins), as node_window's loop makes them:
+    ``special`` the records that are not timed train steps, ``others`` the other events with the number
+    of step records before each, ``step_at(i)`` the step number of record ``i``."""
+    items: list[tuple[int, int, int, LogEvent | Special]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
+    items += [(sp[0], 1, 0, sp) for sp in special]
     items.sort(key=itemgetter(0, 1, 2))
 
     def drop(s: int, reason: str) -> None:
@@ -105,14 +123,14 @@ def _drops(c: Collected, excluded: dict[int, str]) -> None:
 
     eval_step: int | None = None
     for pos, _is_step, _k, ev in items:
-        if ev is None:
-            s, kd = int(step[pos]), int(kind[pos])
+        if isinstance(ev, tuple):
+            _, s, kd, line = ev
             if kd == TRAIN:
                 drop(s, "no seconds on the step line")
             else:
                 what = "profiler boundary" if kd == PROFILER else "rampup step"
                 for k in range(3):
-                    drop(s + k, f"{what} at step {s} (line {int(line[pos])})")
+                    drop(s + k, f"{what} at step {s} (line {line})")
             continue
         what = ""
         explicit: int | None = None
@@ -131,19 +149,28 @@ def _drops(c: Collected, excluded: dict[int, str]) -> None:
             for k in range(3):
                 drop(explicit + k, reason)
         else:
-            base = int(step[pos - 1]) if pos > 0 else -1  # the last step line before the event
+            base = step_at(pos - 1) if pos > 0 else -1  # the last step line before the event
             reason = f"interval holds {_article(what)} {what} (line {ev.line}, after the line of step {base})"
             for k in (1, 2, 3):
                 drop(base + k, reason)
 
 
 def _background(c: Collected, clock: Clock) -> list[Interval]:
-    """background_intervals of the node's events: the other events and the profiler steps, in log order."""
+    """background() over columns held in memory."""
     import numpy as np
 
     cols = c.columns
-    keyed: list[tuple[int, int, int, LogEvent]] = [(p, 0, k, e) for k, (p, e) in enumerate(c.others)]
-    keyed += [(i, 1, 0, cols.event(i)) for i in np.flatnonzero(cols.kind == PROFILER).tolist()]
+    prof = np.flatnonzero(cols.kind == PROFILER).tolist()
+    return background(c.others, [(i, cols.event(i)) for i in prof], clock)
+
+
+def background(
+    others: list[tuple[int, LogEvent]], profiler: Sequence[tuple[int, LogEvent]], clock: Clock
+) -> list[Interval]:
+    """background_intervals of the node's events: the other events (with the number of step records
+    before each) and the profiler step records (record, event), in log order."""
+    keyed: list[tuple[int, int, int, LogEvent]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
+    keyed += [(i, 1, 0, e) for i, e in profiler]
     keyed.sort(key=itemgetter(0, 1, 2))
     return background_intervals([e for *_, e in keyed], clock)
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import LogEvent, StepEvent, StepKind
+from cvs_tui.core.judge.spill import ColumnFiles
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,6 +28,23 @@ KINDS = (StepKind.TRAIN, StepKind.RAMPUP, StepKind.PROFILER)
 _INTS = ("step", "line")
 _FLOATS = ("loss",)
 _OPTIONAL = ("seconds", "tflops_per_device", "tokens_per_device", "total_weights", "timestamp")
+# the same columns in files (judge.spill), by StepColumns field name; ``has_*``: the field was logged
+SPILL_COLUMNS = {
+    "step": "i8",
+    "line": "i8",
+    "loss": "f8",
+    "kind": "i1",
+    "seconds": "f8",
+    "has_seconds": "?",
+    "tflops": "f8",
+    "has_tflops": "?",
+    "tokens": "f8",
+    "has_tokens": "?",
+    "weights": "f8",
+    "has_weights": "?",
+    "timestamp": "f8",
+}
+_SPILL_OPTIONAL = ("seconds", "tflops", "tokens", "weights", "timestamp")  # _OPTIONAL's columns
 
 
 @dataclass(slots=True)
@@ -80,10 +99,38 @@ class Collected:
 
     def slim_events(self) -> list[LogEvent]:
         """The events without their step lines but ``kept``, in log order (see digest.slim_events)."""
-        keyed: list[tuple[int, int, LogEvent]] = [(pos, 0, e) for pos, e in self.others]
-        keyed += [(i, 1, e) for i, e in dict(self.kept).items()]
-        keyed.sort(key=lambda k: (k[0], k[1]))
-        return [e for _, _, e in keyed]
+        return _slim(self.others, self.kept)
+
+
+def _slim(others: list[tuple[int, LogEvent]], kept: list[tuple[int, StepEvent]]) -> list[LogEvent]:
+    keyed: list[tuple[int, int, LogEvent]] = [(pos, 0, e) for pos, e in others]
+    keyed += [(i, 1, e) for i, e in dict(kept).items()]
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [e for _, _, e in keyed]
+
+
+@dataclass(slots=True)
+class Spilled:
+    """What :class:`StepCollector` kept of one node log with its columns in files (``spill``):
+    ``ascending`` when every step record's number is higher than the one before (every real log; the
+    judge then reads the files a chunk at a time, ``judge.column_stream``)."""
+
+    files: ColumnFiles
+    others: list[tuple[int, LogEvent]]
+    kept: list[tuple[int, StepEvent]]
+    ascending: bool
+
+    def slim_events(self) -> list[LogEvent]:
+        return _slim(self.others, self.kept)
+
+    def load(self) -> Collected:
+        """The columns read into memory (a log whose step numbers repeat or go back is judged so)."""
+        import numpy as np
+
+        f = self.files
+        cols = StepColumns(**{k: f.load(k) for k in SPILL_COLUMNS})
+        cols.loss = np.array(cols.loss)  # writable: the metrics file may refine it
+        return Collected(cols, self.others, self.kept)
 
 
 def _event_index(others: list[int], j: int) -> int:
@@ -101,10 +148,13 @@ class StepCollector:
     read off the step events by the byte scanner (``step_columns`` of the C module or of its twin
     ``_pyscan``); ``native`` as for ``NodeLogParser``."""
 
-    def __init__(self, native: bool | None = None) -> None:
+    def __init__(self, native: bool | None = None, spill: Path | None = None) -> None:
         from cvs_tui.core.parse import accel
 
         self._scan = accel.select(native).step_columns
+        self._files = ColumnFiles(spill, SPILL_COLUMNS) if spill is not None else None
+        self._ascending = True
+        self._last = 0
         self._ints = {f: array("q") for f in _INTS}
         self._floats = {f: array("d") for f in (*_FLOATS, *_OPTIONAL)}
         self._has = {f: bytearray() for f in _OPTIONAL[:-1]}  # timestamp: NaN is None
@@ -129,6 +179,29 @@ class StepCollector:
         m = len(cols[0]) // 8
         if not m:
             return
+        nums = np.frombuffer(cols[0], dtype=np.int64)
+        if self._ascending:
+            rises = (self._n == 0 or int(nums[0]) > self._last) and bool((np.diff(nums) > 0).all())
+            self._ascending = rises
+            self._last = int(nums[-1])
+        if self._files is not None:
+            put = self._files.append
+            for k, name in enumerate(("step", "line", "loss", "kind")):
+                put(name, cols[k])
+            for k, name in enumerate(_SPILL_OPTIONAL):
+                put(name, cols[4 + 2 * k])
+                if name != "timestamp":
+                    put("has_" + name, cols[5 + 2 * k])
+        else:
+            self._keep(cols)
+        if self._sourced is None and sourced >= 0:
+            self._sourced = self._step(batch, others, sourced)
+        top = int(np.argmax(nums))  # the first of the highest
+        if self._top is None or int(nums[top]) > self._top[1].step:
+            self._top = self._step(batch, others, top)
+        self._n += m
+
+    def _keep(self, cols: tuple[bytes, ...]) -> None:
         self._ints["step"].frombytes(cols[0])
         self._ints["line"].frombytes(cols[1])
         self._floats["loss"].frombytes(cols[2])
@@ -137,13 +210,6 @@ class StepCollector:
             self._floats[f].frombytes(cols[4 + 2 * k])
             if f in self._has:
                 self._has[f] += cols[5 + 2 * k]
-        if self._sourced is None and sourced >= 0:
-            self._sourced = self._step(batch, others, sourced)
-        nums = np.frombuffer(cols[0], dtype=np.int64)
-        top = int(np.argmax(nums))  # the first of the highest
-        if self._top is None or int(nums[top]) > self._top[1].step:
-            self._top = self._step(batch, others, top)
-        self._n += m
 
     def finish(self) -> Collected:
         import numpy as np
@@ -174,9 +240,25 @@ class StepCollector:
             has_weights=has("total_weights"),
             timestamp=f64("timestamp"),
         )
+        return Collected(cols, self.others, self._kept())
+
+    def _kept(self) -> list[tuple[int, StepEvent]]:
         kept = [k for k in (self._sourced, self._top) if k is not None]
         kept.sort(key=lambda k: k[0])
-        return Collected(cols, self.others, kept)
+        return kept
+
+    @property
+    def files(self) -> ColumnFiles:
+        """The column files (``spill``)."""
+        if self._files is None:
+            raise ValueError("this collector keeps its columns in memory")
+        return self._files
+
+    def spilled(self) -> Spilled:
+        """The result when the columns went to files (``spill``)."""
+        if self._files is None:
+            raise ValueError("this collector keeps its columns in memory: use finish()")
+        return Spilled(self._files, self.others, self._kept(), self._ascending)
 
 
 _SUM_CHUNK = 1 << 16
@@ -204,8 +286,10 @@ __all__ = [
     "KINDS",
     "PROFILER",
     "RAMPUP",
+    "SPILL_COLUMNS",
     "TRAIN",
     "Collected",
+    "Spilled",
     "StepCollector",
     "StepColumns",
     "collect",

@@ -30,7 +30,7 @@ from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock, file_line_clock
 from cvs_tui.core.judge.column_figures import loss_metrics, node_stats, train_steps
 from cvs_tui.core.judge.column_window import column_window
-from cvs_tui.core.judge.columns import Collected, StepColumns, collect
+from cvs_tui.core.judge.columns import Collected, Spilled, StepColumns, collect
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.digest_merge import window_figures
 from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
@@ -50,6 +50,7 @@ from cvs_tui.core.judge.metrics import (
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
 from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
+from cvs_tui.core.judge.spill import SpilledClock
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import ErrorRecord, NodeRecord, RunRecord
@@ -113,15 +114,19 @@ def _save_curve(path: Path, points: list[tuple[int, float]], cap: int) -> Path:
     """The loss curve goes to a file: every node computes one, the run uses the reference node's. Only
     its finite points are kept (the run's curve lists those), bounded at ``cap`` (series.curve_points),
     with their full count (the curve's verdict and note name it)."""
-    import numpy as np
 
     finite = [(s, v) for s, v in points if math.isfinite(v)]
-    kept = curve_points(finite, cap)
+    return _write_curve(path, curve_points(finite, cap), len(finite))
+
+
+def _write_curve(path: Path, kept: list[tuple[int, float]], count: int) -> Path:
+    import numpy as np
+
     np.savez(
         path,
         steps=np.fromiter((s for s, _ in kept), dtype=np.int64, count=len(kept)),
         loss=np.fromiter((v for _, v in kept), dtype=np.float64, count=len(kept)),
-        count=np.int64(len(finite)),
+        count=np.int64(count),
     )
     return path
 
@@ -268,6 +273,89 @@ def digest_collected(
     )
 
 
+def digest_spilled(
+    rank: int,
+    s: Spilled,
+    lines: int,
+    *,
+    ctx: RunContext,
+    log_path: Path | None,
+    host: str,
+    arrays: Path,
+    series_cap: int | None = None,
+    keep_losses: bool = False,
+    clock: LineClock | SpilledClock | None = None,
+) -> NodeDigest:
+    """:func:`digest_collected` of a node whose step columns are in files (``Spilled``): a chunk at a time
+    (``judge.column_stream``) when its step numbers rise, else read into memory."""
+    from cvs_tui.core.judge import column_stream as cs
+
+    if not s.ascending:
+        whole = clock if not isinstance(clock, SpilledClock) else LineClock(*clock.arrays())
+        return digest_collected(
+            rank,
+            s.load(),
+            lines,
+            ctx=ctx,
+            log_path=log_path,
+            host=host,
+            arrays=arrays,
+            series_cap=series_cap,
+            keep_losses=keep_losses,
+            clock=whole,
+        )
+    cap = SERIES_CAP if series_cap is None else series_cap
+    log = cs.StreamLog(s, clock)
+    sv = cs.survey(log)
+    win = cs.stream_window(log, sv)
+    slim = s.slim_events()
+    own = RunInputs(
+        node_events=[slim],
+        ctx=ctx,
+        windows=[NodeWindow()],
+        per_step=[{}],
+        with_steps=[0] if sv.train else [],
+        num_nodes=1,
+        devices_per_node=ctx.gpus_per_node,
+        total_devices=ctx.gpus_per_node,
+        global_devices=ctx.gpus_per_node,
+        tflops_per_step=None,
+    )
+    sheet = Sheet()
+    sampled, finite = cs.stream_losses(own, log, sv, sheet)
+    fig = cs.stream_figures(log, sv, win, rank, arrays, cap)
+    kept = NodeWindow(steps=[], excluded=win.excluded, stalls=win.stalls)
+    others = [e for _, e in s.others]
+    record, errors = node_record(
+        rank, [*others, *cs.stream_series(log, cap)], kept, fig.stats, host, log_path, None, lines
+    )
+    status = "ok" if fig.count >= MIN_CLEAN_STEPS else "inconclusive"
+    record = record.model_copy(update={"window": window_record(status, "", fig.thinned, win.excluded)})
+    thinned = log.n > cap or fig.count > cap
+    curve = arrays.with_name(arrays.name + ".curve.npz")
+    _write_curve(curve, cs.bounded_points(finite, cap), len(finite))
+    sampled.close()
+    finite.close()
+    return NodeDigest(
+        rank=rank,
+        record=record,
+        errors=errors,
+        events=slim,
+        window=kept,
+        stats=fig.stats,
+        window_seconds=fig.seconds,
+        loss_metrics={k: sheet.m[k] for k in LOSS_METRICS if k in sheet.m},
+        curve=curve,
+        arrays=arrays,
+        step_records=log.n,
+        window_len=fig.count,
+        window_ascending=True,
+        thinned=thinned,
+        series_cap=cap,
+        losses=cs.finite_losses(log) if keep_losses and thinned else None,
+    )
+
+
 def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
     """Judge one planned run from its nodes' digests (index = rank); the same RunRecord finalize_run
     makes from every event, with each node's series and the run's window steps bounded at the digests'
@@ -348,6 +436,7 @@ __all__ = [
     "NodeDigest",
     "digest_collected",
     "digest_node",
+    "digest_spilled",
     "finalize_digests",
     "log_line_clock",
     "slim_events",

@@ -1,8 +1,9 @@
 """Exact order statistics (the k-th smallest value) of floats read a chunk at a time.
 
 Medians and percentiles of a long log's step times must be the same floats a sort gives, without holding
-every value: each float is mapped to a 64-bit key in the same order, and four passes narrow the key 16
-bits at a time with a 65,536-bin count of the values still in play. Memory: the counts and one chunk.
+every value: each float is mapped to a 64-bit key in the same order, and passes narrow the key 16 bits at
+a time with a 65,536-bin count of the values still in play, until few enough are left to gather and sort.
+Memory: the counts, one chunk and at most COLLECT gathered values.
 """
 
 from __future__ import annotations
@@ -32,39 +33,64 @@ def _keys(xs: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
     return np.where(np.isnan(xs), np.uint64(0xFFFFFFFFFFFFFFFF), keys)
 
 
-def _value(key: int) -> float:
-    import numpy as np
-
-    bits = key ^ _SIGN if key & _SIGN else ~key & 0xFFFFFFFFFFFFFFFF
-    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+COLLECT = 1 << 17  # values still in play that one more pass gathers and sorts (1 MiB)
 
 
 def kth_smallest(chunks: Chunks, ks: Sequence[int]) -> list[float]:
     """The ``k``-th smallest value (0-based, as ``sorted(values)[k]``) for each of ``ks``; NaN keys sort
-    last. Raises IndexError when a ``k`` is out of range."""
+    last. Each pass narrows every wanted rank's key by 16 bits (ranks that share their high bits share a
+    count), until at most COLLECT values are left in play: the next pass gathers and sorts them. Raises
+    IndexError when a ``k`` is out of range."""
     import numpy as np
 
-    out: list[float] = []
-    for k in ks:
-        prefix, rank = 0, k
-        for shift in range(64 - _BITS, -1, -_BITS):
-            counts = np.zeros(_BINS, np.int64)
-            top = shift + _BITS  # the bits above this digit are fixed to ``prefix``
-            for xs in chunks():
-                keys = _keys(xs)
-                if top < 64:
-                    keys = keys[(keys >> np.uint64(top)) == np.uint64(prefix >> top)]
-                counts += np.bincount(
-                    ((keys >> np.uint64(shift)) & np.uint64(_BINS - 1)).astype(np.int64), minlength=_BINS
+    # per wanted rank: [the fixed high bits of its key, how many are fixed, its rank among the values
+    # with those bits, how many values have them (-1: not yet counted)]
+    state = {k: [0, 0, k, -1] for k in ks}
+    found: dict[int, float] = {}
+    while len(found) < len(state):
+        groups: dict[tuple[int, int], list[int]] = {}
+        for k, (prefix, fixed, _, _) in state.items():
+            if k not in found:
+                groups.setdefault((prefix, fixed), []).append(k)
+        gather = {g for g, members in groups.items() if 0 <= state[members[0]][3] <= COLLECT or g[1] == 64}
+        counts = {g: np.zeros(_BINS, np.int64) for g in groups if g not in gather}
+        taken: dict[tuple[int, int], list[npt.NDArray[np.float64]]] = {g: [] for g in gather}
+        for xs in chunks():
+            keys = _keys(xs)
+            for g in groups:
+                prefix, fixed = g
+                hit = (
+                    None
+                    if not fixed
+                    else (keys >> np.uint64(64 - fixed)) == np.uint64(prefix >> (64 - fixed))
                 )
-            cum = np.cumsum(counts)
-            if rank < 0 or rank >= int(cum[-1]):
-                raise IndexError(f"rank {k} of {int(cum[-1]) if shift == 64 - _BITS else 'fewer'} values")
-            digit = int(np.searchsorted(cum, rank, "right"))
-            rank -= int(cum[digit - 1]) if digit else 0
-            prefix |= digit << shift
-        out.append(_value(prefix))
-    return out
+                if g in gather:
+                    taken[g].append(xs if hit is None else xs[hit])
+                    continue
+                sel = keys if hit is None else keys[hit]
+                digits = ((sel >> np.uint64(64 - fixed - _BITS)) & np.uint64(_BINS - 1)).astype(np.int64)
+                counts[g] += np.bincount(digits, minlength=_BINS)
+        for g, members in groups.items():
+            if g in gather:
+                vals = np.sort(np.concatenate(taken[g])) if taken[g] else np.zeros(0)
+                for k in members:
+                    r = state[k][2]
+                    if not 0 <= r < len(vals):
+                        raise IndexError(f"rank {k} is out of range")
+                    found[k] = float(vals[r])
+                continue
+            cum = np.cumsum(counts[g])
+            for k in members:
+                st = state[k]
+                if not 0 <= st[2] < int(cum[-1]):
+                    raise IndexError(f"rank {k} is out of range")
+                digit = int(np.searchsorted(cum, st[2], "right"))
+                below = int(cum[digit - 1]) if digit else 0
+                st[0] |= digit << (64 - st[1] - _BITS)
+                st[1] += _BITS
+                st[2] -= below
+                st[3] = int(cum[digit]) - below
+    return [found[k] for k in ks]
 
 
 def median(chunks: Chunks, n: int) -> float:

@@ -17,7 +17,7 @@ the run's ``notes`` say so (``series_note``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from cvs_tui.core.events import LogEvent, StepEvent
@@ -66,14 +66,22 @@ def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
 def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap: int) -> list[int]:
     """The indexes a bounded series keeps of ``n`` step records (see the module docstring): ``loss``
     each record's loss, ``secs`` its seconds where finite, else -inf."""
+    return decimated_from(len(loss), lambda lo, hi: (loss[lo:hi], secs[lo:hi]), cap)
+
+
+Bucket = Callable[[int, int], "tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]"]
+
+
+def decimated_from(n: int, read: Bucket, cap: int) -> list[int]:
+    """:func:`decimated` of ``n`` records read a bucket at a time: ``read(lo, hi)`` gives the loss and
+    seconds arrays of records ``lo`` to ``hi`` (a long log's columns stay in their files)."""
     import numpy as np
 
-    n = len(loss)
     buckets = max((cap - 1) // _PER_BUCKET, 1)
     size = -(-n // buckets)
     keep = {n - 1}
     for lo in range(0, n, size):
-        part = loss[lo : lo + size]
+        part, sp = read(lo, lo + size)
         finite = np.isfinite(part)
         keep.add(lo)
         if finite.any():
@@ -81,7 +89,6 @@ def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap:
             keep.add(lo + int(np.where(finite, part, -np.inf).argmax()))
         if not finite.all():
             keep.add(lo + int(np.flatnonzero(~finite)[0]))
-        sp = secs[lo : lo + size]
         if np.isfinite(sp).any():
             keep.add(lo + int(sp.argmax()))
     return sorted(keep)
@@ -129,4 +136,13 @@ def series_note(
     )
 
 
-__all__ = ["SERIES_CAP", "curve_note", "curve_points", "decimated", "series_note", "step_series", "thin"]
+__all__ = [
+    "SERIES_CAP",
+    "curve_note",
+    "curve_points",
+    "decimated",
+    "decimated_from",
+    "series_note",
+    "step_series",
+    "thin",
+]

@@ -10,10 +10,11 @@ serves the re-reads. Writes go through a buffered file per column; reads flush i
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +37,7 @@ class ColumnFiles:
         # values per column: what an earlier writer of the folder left, then what this one appends
         self._n = {k: (folder / k).stat().st_size // dt.itemsize for k, dt in self.dtypes.items()}
 
-    def append(self, name: str, data: bytes | memoryview | npt.NDArray[np.generic]) -> None:
+    def append(self, name: str, data: bytes | memoryview | npt.NDArray[Any]) -> None:
         import numpy as np
 
         if isinstance(data, np.ndarray):
@@ -63,7 +64,7 @@ class ColumnFiles:
             fd = self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
         return fd
 
-    def read(self, name: str, start: int, stop: int) -> npt.NDArray[np.generic]:
+    def read(self, name: str, start: int, stop: int) -> npt.NDArray[Any]:
         """Values ``start`` to ``stop`` (clipped to the column) of ``name``."""
         import numpy as np
 
@@ -82,20 +83,20 @@ class ColumnFiles:
             got += n
         return np.frombuffer(buf, dtype=dt)
 
-    def load(self, name: str) -> npt.NDArray[np.generic]:
+    def load(self, name: str) -> npt.NDArray[Any]:
         """The whole column (only where a log's records must be held: see the columns module)."""
         return self.read(name, 0, self._n[name])
 
     def chunks(
         self, names: Sequence[str], start: int = 0, stop: int | None = None, size: int = CHUNK
-    ) -> Iterator[tuple[int, dict[str, npt.NDArray[np.generic]]]]:
+    ) -> Iterator[tuple[int, dict[str, npt.NDArray[Any]]]]:
         """(first record, {name: values}) for consecutive chunks of at most ``size`` records."""
         end = len(self) if stop is None else min(stop, len(self))
         for lo in range(start, end, size):
             hi = min(lo + size, end)
             yield lo, {k: self.read(k, lo, hi) for k in names}
 
-    def take(self, name: str, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.generic]:
+    def take(self, name: str, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """The values at the ascending record indexes ``idx``, reading each chunk that holds some."""
         import numpy as np
 
@@ -124,6 +125,12 @@ class SpilledClock(Mapping[int, float]):
     def __init__(self, files: ColumnFiles) -> None:
         self.files = files
         self._n = len(files)
+
+    def arrays(self) -> tuple[array[int], array[float]]:
+        """The clock read into memory (``LineClock``'s two arrays)."""
+        at: array[int] = array("q", self.files.load("at").tobytes())
+        t: array[float] = array("d", self.files.load("t").tobytes())
+        return at, t
 
     def _line(self, i: int) -> int:
         return int(self.files.read("at", i, i + 1)[0])
