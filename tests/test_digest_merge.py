@@ -209,11 +209,14 @@ def test_an_unbounded_window_reads_and_writes_as_before() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_merge_window_is_the_intersection_with_the_slowest_seconds(tmp_path: Path, seed: int) -> None:
-    """merge_window against numpy over whole arrays, blocks of 1 to 5 steps, ties and empty nodes."""
+def test_merge_window_is_the_intersection_with_the_slowest_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """merge_window against numpy over whole arrays: one to four nodes, blocks of 1 to 5 steps, ties, and
+    a node without window steps (seed 5)."""
     rnd = np.random.default_rng(seed)
     nodes, whole = [], []
-    for j in range(int(rnd.integers(1, 5))):
+    for j in range(1 + seed % 4):
         steps = np.flatnonzero(rnd.random(200) < (0.0 if seed == 5 and j == 1 else 0.9)).astype(np.int64)
         sec = rnd.integers(1, 4, len(steps)).astype(np.float64)  # few values: many ties
         f = ColumnFiles(tmp_path / f"n{j}", {"steps": "i8", "sec": "f8"})
@@ -228,11 +231,8 @@ def test_merge_window_is_the_intersection_with_the_slowest_seconds(tmp_path: Pat
     for steps, sec in whole:
         s = sec[np.searchsorted(steps, common)]
         slowest = s if slowest is None else np.where(s > slowest, s, slowest)
-    digest_merge.BLOCK = 1 + seed % 5
-    try:
-        got = digest_merge.merge_window(nodes, ColumnFiles(tmp_path / "run", digest_merge.RUN_COLUMNS))
-    finally:
-        digest_merge.BLOCK = 1 << 16
+    monkeypatch.setattr(digest_merge, "BLOCK", 1 + seed % 5)
+    got = digest_merge.merge_window(nodes, ColumnFiles(tmp_path / "run", digest_merge.RUN_COLUMNS))
     assert got.count == len(common) and got.ranges == step_ranges(common.tolist())
     assert got.files.load("steps").tolist() == common.tolist()
     assert slowest is not None and got.files.load("sec").tolist() == slowest.tolist()
