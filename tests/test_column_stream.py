@@ -15,6 +15,7 @@ import pytest
 from _analysis_samples import FIXTURES, load_local, planned
 
 from cvs_tui.core import offline
+from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     CheckpointAction,
     CheckpointEvent,
@@ -219,3 +220,17 @@ def test_a_log_that_restarts_digests_the_same_with_its_clock(tmp_path: Path, ctx
     a, b = _both(tmp_path / "d", events, ctx, cap=7, log=log)
     assert a.step_records == 40
     _same(a, b)
+
+
+def test_scratch_files_that_cannot_be_written_are_one_clear_error(tmp_path: Path, ctx: RunContext) -> None:
+    """Where the step records cannot go (here a file stands where the scratch folder's parent should be,
+    as a full or read-only TMPDIR would refuse it), analyze says where and what to do, and leaves nothing."""
+    blocker = tmp_path / "tmp"
+    blocker.write_text("not a folder")
+    log = tmp_path / "node0.log"  # a copy without the fixture's metrics file: its columns go to files
+    log.write_bytes((FIXTURES / "single_20steps.log").read_bytes())
+    with pytest.raises(UserError, match=r"tmp/node0\.scratch/.*cannot make the column files.*TMPDIR"):
+        offline.digest_log_file(0, log, None, ctx, "h", blocker / "node0")
+    with pytest.raises(UserError, match=r"tmp/node0: cannot make the column files.*TMPDIR"):
+        offline.digest_log_file(0, FIXTURES / "single_20steps.log", None, ctx, "h", blocker / "node0")
+    assert blocker.read_text() == "not a folder"

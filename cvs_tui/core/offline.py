@@ -27,6 +27,7 @@ from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
 from cvs_tui.core.judge.digest import NodeDigest, digest_collected, digest_spilled, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
+from cvs_tui.core.judge.spill import SpillError
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
@@ -219,43 +220,26 @@ def digest_log_file(
     the clock go to files next to ``arrays`` (``judge.spill``) and are judged a chunk at a time, so a
     worker holds the same whatever the log's length; a log with a metrics file is judged in memory (the
     file's losses refine the columns, and the file is read whole anyway)."""
-    metrics_file = _metrics_file(path)
-    if metrics_file is None:
-        scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
+    kw = {"ctx": ctx, "log_path": path, "host": host, "arrays": arrays, "keep_losses": keep_losses}
+    scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
+    try:
+        if _metrics_file(path) is not None:
+            clock = ClockBuilder()
+            collected, lines = collect_log_file(path, error_patterns, clock=clock)
+            return digest_collected(rank, collected, lines, clock=clock.finish(), **kw)  # type: ignore[arg-type]
+        spill_clock = ClockBuilder(spill=scratch / "clock")
+        collector = StepCollector(spill=scratch / "columns")
         try:
-            spill_clock = ClockBuilder(spill=scratch / "clock")
-            collector = StepCollector(spill=scratch / "columns")
             lines = _collect(path, error_patterns, collector, spill_clock)
-            spilled = collector.spilled()
-            line_clock = spill_clock.spilled()
-            return digest_spilled(
-                rank,
-                spilled,
-                lines,
-                ctx=ctx,
-                log_path=path,
-                host=host,
-                arrays=arrays,
-                keep_losses=keep_losses,
-                clock=line_clock,
-            )
+            spilled, line_clock = collector.spilled(), spill_clock.spilled()
+            return digest_spilled(rank, spilled, lines, clock=line_clock, **kw)  # type: ignore[arg-type]
         finally:
-            for files in (spill_clock.files, collector.files):
-                files.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-    clock = ClockBuilder()
-    collected, lines = collect_log_file(path, error_patterns, clock=clock)
-    return digest_collected(
-        rank,
-        collected,
-        lines,
-        ctx=ctx,
-        log_path=path,
-        host=host,
-        arrays=arrays,
-        keep_losses=keep_losses,
-        clock=clock.finish(),
-    )
+            spill_clock.files.close()
+            collector.files.close()
+    except SpillError as exc:
+        raise UserError(f"{exc}; point TMPDIR at a writable disk with room for the step records") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # the runs whose losses the checkpoint-resume verdicts compare step by step

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 CHUNK = 1 << 16  # records per read: 64 Ki records of the widest column are 512 KiB
 
 
+class SpillError(Exception):
+    """The column files cannot be made, written or read (a full or unwritable disk): the message names
+    the folder. Not an OSError, so a reader of the log does not take it for its own."""
+
+
 class ColumnFiles:
     """Named columns of one length, each a file ``folder / name`` of ``dtypes[name]`` values."""
 
@@ -30,9 +35,12 @@ class ColumnFiles:
         import numpy as np
 
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
-        self._out: dict[str, IO[bytes]] = {k: (folder / k).open("ab") for k in self.dtypes}
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._out: dict[str, IO[bytes]] = {k: (folder / k).open("ab") for k in self.dtypes}
+        except OSError as exc:
+            raise SpillError(f"{folder}: cannot make the column files ({exc.strerror or exc})") from None
         self._fds: dict[str, int] = {}
         # values per column: what an earlier writer of the folder left, then what this one appends
         self._n = {k: (folder / k).stat().st_size // dt.itemsize for k, dt in self.dtypes.items()}
@@ -46,8 +54,14 @@ class ColumnFiles:
         size = self.dtypes[name].itemsize
         if len(buf) % size:
             raise ValueError(f"column {name}: {len(buf)} bytes is not a whole number of values")
-        self._out[name].write(buf)
+        try:
+            self._out[name].write(buf)
+        except OSError as exc:
+            raise self._fail("write", exc) from None
         self._n[name] += len(buf) // size
+
+    def _fail(self, what: str, exc: OSError) -> SpillError:
+        return SpillError(f"{self.folder}: cannot {what} the column files ({exc.strerror or exc})")
 
     def __len__(self) -> int:
         counts = set(self._n.values())
@@ -56,12 +70,15 @@ class ColumnFiles:
         return counts.pop() if counts else 0
 
     def _fd(self, name: str) -> int:
-        out = self._out.get(name)
-        if out is not None and not out.closed:
-            out.flush()
-        fd = self._fds.get(name)
-        if fd is None:
-            fd = self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
+        try:
+            out = self._out.get(name)
+            if out is not None and not out.closed:
+                out.flush()
+            fd = self._fds.get(name)
+            if fd is None:
+                fd = self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
+        except OSError as exc:
+            raise self._fail("write or read", exc) from None
         return fd
 
     def read(self, name: str, start: int, stop: int) -> npt.NDArray[Any]:
@@ -77,9 +94,12 @@ class ColumnFiles:
         buf = bytearray(want)
         view, got = memoryview(buf), 0
         while got < want:
-            n = os.preadv(fd, [view[got:]], at + got)
+            try:
+                n = os.preadv(fd, [view[got:]], at + got)
+            except OSError as exc:
+                raise self._fail("read", exc) from None
             if n <= 0:
-                raise OSError(f"{self.folder / name}: short read at byte {at + got}")
+                raise SpillError(f"{self.folder / name}: cut short at byte {at + got}")
             got += n
         return np.frombuffer(buf, dtype=dt)
 
@@ -112,7 +132,10 @@ class ColumnFiles:
 
     def close(self) -> None:
         for out in self._out.values():
-            out.close()
+            try:
+                out.close()
+            except OSError:
+                pass  # a failed flush was reported by the write or read that met it
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
@@ -168,4 +191,4 @@ class SpilledClock(Mapping[int, float]):
         return np.where(at[i] == lines, t[i], default)
 
 
-__all__ = ["CHUNK", "ColumnFiles", "SpilledClock"]
+__all__ = ["CHUNK", "ColumnFiles", "SpillError", "SpilledClock"]
