@@ -18,7 +18,7 @@ from cvs_tui.core.judge.loss import (
     convergence_source,
     eval_section,
     loss_curve_section,
-    nonfinite_text,
+    put_final_loss,
 )
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet, percentile
 from cvs_tui.core.judge.spill import ColumnFiles
@@ -169,13 +169,7 @@ def loss_metrics(own: RunInputs, cols: StepColumns, ps: TrainSteps, sheet: Sheet
     else:
         fin = np.flatnonzero(np.isfinite(losses))
         first_finite = float(losses[fin[0]]) if len(fin) else None
-        last_step, last = int(steps[-1]), float(losses[-1])
-        if not math.isfinite(last):
-            put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
-            put("training.loss_decreased", 0.0)
-        else:
-            put("training.final_loss", last)
-            put("training.loss_decreased", 1.0 if first_finite is not None and last < first_finite else 0.0)
+        put_final_loss(int(steps[-1]), float(losses[-1]), first_finite, sheet)
     _convergence(own, cols, ps, steps, losses, eval_section(own, sheet), sheet)
     lc = own.ctx.loss_curve
     points: list[tuple[int, float]] = []

@@ -27,7 +27,13 @@ from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.column_figures import write_window
 from cvs_tui.core.judge.column_window import Special, background, drops
 from cvs_tui.core.judge.columns import PROFILER, SPILL_COLUMNS, TRAIN, Spilled, StepColumns
-from cvs_tui.core.judge.loss import CONVERGENCE_KEYS, convergence_source, eval_section, nonfinite_text
+from cvs_tui.core.judge.loss import (
+    CONVERGENCE_KEYS,
+    convergence_source,
+    eval_section,
+    nonfinite_text,
+    put_final_loss,
+)
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet
 from cvs_tui.core.judge.order_stats import kth_smallest, median
 from cvs_tui.core.judge.series import decimated_from
@@ -464,13 +470,8 @@ def stream_losses(
             if len(fin):
                 first_finite = float(c["loss"][fin[0]])
                 break
-        last_step, last = log.step_at(log.n - 1), float(log.files.read("loss", log.n - 1, log.n)[0])
-        if not math.isfinite(last):
-            put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
-            put("training.loss_decreased", 0.0)
-        else:
-            put("training.final_loss", last)
-            put("training.loss_decreased", 1.0 if first_finite is not None and last < first_finite else 0.0)
+        last = float(log.files.read("loss", log.n - 1, log.n)[0])
+        put_final_loss(log.step_at(log.n - 1), last, first_finite, sheet)
     _convergence(own, log, sv, eval_section(own, sheet), sheet)
     if sv.train:
         lc = own.ctx.loss_curve

@@ -199,6 +199,22 @@ def _series(cols: StepColumns, cap: int) -> list[StepEvent]:
     return [cols.event(i) for i in decimated(cols.loss, secs, cap)]
 
 
+def _own_inputs(slim: list[LogEvent], ctx: RunContext, logged_steps: bool) -> RunInputs:
+    """The node's RunInputs as if it were the whole run (its loss metrics as the reference node)."""
+    return RunInputs(
+        node_events=[slim],
+        ctx=ctx,
+        windows=[NodeWindow()],
+        per_step=[{}],
+        with_steps=[0] if logged_steps else [],
+        num_nodes=1,
+        devices_per_node=ctx.gpus_per_node,
+        total_devices=ctx.gpus_per_node,
+        global_devices=ctx.gpus_per_node,
+        tflops_per_step=None,
+    )
+
+
 def digest_collected(
     rank: int,
     c: Collected,
@@ -223,18 +239,7 @@ def digest_collected(
     win = column_window(c, clock)
     ps = train_steps(cols)
     slim = c.slim_events()
-    own = RunInputs(
-        node_events=[slim],
-        ctx=ctx,
-        windows=[NodeWindow()],
-        per_step=[{}],
-        with_steps=[0] if len(ps.steps) else [],
-        num_nodes=1,
-        devices_per_node=ctx.gpus_per_node,
-        total_devices=ctx.gpus_per_node,
-        global_devices=ctx.gpus_per_node,
-        tflops_per_step=None,
-    )
+    own = _own_inputs(slim, ctx, bool(len(ps.steps)))
     sheet = Sheet()
     curve = loss_metrics(own, cols, ps, sheet)
     stats, t = node_stats(rank, cols, ps, win.steps, arrays)
@@ -309,18 +314,7 @@ def digest_spilled(
     sv = cs.survey(log)
     win = cs.stream_window(log, sv)
     slim = s.slim_events()
-    own = RunInputs(
-        node_events=[slim],
-        ctx=ctx,
-        windows=[NodeWindow()],
-        per_step=[{}],
-        with_steps=[0] if sv.train else [],
-        num_nodes=1,
-        devices_per_node=ctx.gpus_per_node,
-        total_devices=ctx.gpus_per_node,
-        global_devices=ctx.gpus_per_node,
-        tflops_per_step=None,
-    )
+    own = _own_inputs(slim, ctx, bool(sv.train))
     sheet = Sheet()
     sampled, finite = cs.stream_losses(own, log, sv, sheet)
     fig = cs.stream_figures(log, sv, win, rank, arrays, cap)

@@ -61,14 +61,20 @@ def loss_section(run: RunInputs, sheet: Sheet) -> list[tuple[int, float]]:
         put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
         return losses
     first_finite = next((v for _, v in losses if math.isfinite(v)), None)
-    last_step, last = losses[-1]
+    put_final_loss(losses[-1][0], losses[-1][1], first_finite, sheet)
+    return losses
+
+
+def put_final_loss(last_step: int, last: float, first_finite: float | None, sheet: Sheet) -> None:
+    """The final loss (the last step's) and whether it is below the first finite one. Shared by the
+    judge over events, over columns and over column files."""
+    put = sheet.put
     if not math.isfinite(last):
         put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
         put("training.loss_decreased", 0.0)
     else:
         put("training.final_loss", last)
         put("training.loss_decreased", 1.0 if first_finite is not None and last < first_finite else 0.0)
-    return losses
 
 
 def eval_section(run: RunInputs, sheet: Sheet) -> list[EvalEvent]:
@@ -156,5 +162,6 @@ __all__ = [
     "loss_section",
     "nonfinite_text",
     "ols_slope",
+    "put_final_loss",
     "sample_loss_curve",
 ]
