@@ -220,19 +220,38 @@ def digest_log_file(
     the clock go to files next to ``arrays`` (``judge.spill``) and are judged a chunk at a time, so a
     worker holds the same whatever the log's length; a log with a metrics file is judged in memory (the
     file's losses refine the columns, and the file is read whole anyway)."""
-    kw = {"ctx": ctx, "log_path": path, "host": host, "arrays": arrays, "keep_losses": keep_losses}
     scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
     try:
         if _metrics_file(path) is not None:
             clock = ClockBuilder()
             collected, lines = collect_log_file(path, error_patterns, clock=clock)
-            return digest_collected(rank, collected, lines, clock=clock.finish(), **kw)  # type: ignore[arg-type]
+            return digest_collected(
+                rank,
+                collected,
+                lines,
+                ctx=ctx,
+                log_path=path,
+                host=host,
+                arrays=arrays,
+                keep_losses=keep_losses,
+                clock=clock.finish(),
+            )
         spill_clock = ClockBuilder(spill=scratch / "clock")
         collector = StepCollector(spill=scratch / "columns")
         try:
             lines = _collect(path, error_patterns, collector, spill_clock)
             spilled, line_clock = collector.spilled(), spill_clock.spilled()
-            return digest_spilled(rank, spilled, lines, clock=line_clock, **kw)  # type: ignore[arg-type]
+            return digest_spilled(
+                rank,
+                spilled,
+                lines,
+                ctx=ctx,
+                log_path=path,
+                host=host,
+                arrays=arrays,
+                keep_losses=keep_losses,
+                clock=line_clock,
+            )
         finally:
             spill_clock.files.close()
             collector.files.close()
