@@ -231,6 +231,6 @@ def test_scratch_files_that_cannot_be_written_are_one_clear_error(tmp_path: Path
     log.write_bytes((FIXTURES / "single_20steps.log").read_bytes())
     with pytest.raises(UserError, match=r"tmp/node0\.scratch/.*cannot make the column files.*TMPDIR"):
         offline.digest_log_file(0, log, None, ctx, "h", blocker / "node0")
-    with pytest.raises(UserError, match=r"tmp/node0: cannot make the column files.*TMPDIR"):
+    with pytest.raises(UserError, match=r"tmp/node0\.scratch/.*cannot make the column files.*TMPDIR"):
         offline.digest_log_file(0, FIXTURES / "single_20steps.log", None, ctx, "h", blocker / "node0")
     assert blocker.read_text() == "not a folder"

@@ -24,7 +24,7 @@ from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
 from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_collected, digest_spilled, finalize_digests
+from cvs_tui.core.judge.digest import NodeDigest, digest_spilled, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.spill import SpillError
@@ -221,21 +221,8 @@ def digest_log_file(
     worker holds the same whatever the log's length; a log with a metrics file is judged in memory (the
     file's losses refine the columns, and the file is read whole anyway)."""
     scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
+    metrics_file = _metrics_file(path)
     try:
-        if _metrics_file(path) is not None:
-            clock = ClockBuilder()
-            collected, lines = collect_log_file(path, error_patterns, clock=clock)
-            return digest_collected(
-                rank,
-                collected,
-                lines,
-                ctx=ctx,
-                log_path=path,
-                host=host,
-                arrays=arrays,
-                keep_losses=keep_losses,
-                clock=clock.finish(),
-            )
         spill_clock = ClockBuilder(spill=scratch / "clock")
         collector = StepCollector(spill=scratch / "columns")
         try:
@@ -251,6 +238,7 @@ def digest_log_file(
                 arrays=arrays,
                 keep_losses=keep_losses,
                 clock=line_clock,
+                refine=None if metrics_file is None else lambda c: _refine_from(metrics_file, c),
             )
         finally:
             spill_clock.files.close()

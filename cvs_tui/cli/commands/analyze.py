@@ -46,7 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Parse every node's MaxText log, compute the metrics over the steady-state window, "
         "judge them against the config's threshold file and write results.json, report.html, junit.xml "
         "and summary.md. Nothing is launched.",
-        epilog="Exit codes: 0 nothing failed, 1 something failed, 2 bad input.",
+        epilog=(
+            "Long logs: each node's step records are kept in files under $TMPDIR while it is judged "
+            "(about 45 MB per 100 MB of log, removed after). "
+            "Exit codes: 0 nothing failed, 1 something failed, 2 bad input."
+        ),
     )
     p.add_argument("config", metavar="CONFIG", help="the CVS jaxmaxtext config the run used (JSON)")
     p.add_argument(

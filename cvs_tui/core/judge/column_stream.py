@@ -21,7 +21,7 @@ from operator import mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cvs_tui.core.events import EvalEvent, LogEvent, StepEvent
+from cvs_tui.core.events import EvalEvent, StepEvent
 from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.column_figures import write_window
@@ -615,10 +615,6 @@ def finite_losses(log: StreamLog) -> dict[int, float]:
         fin = np.isfinite(c["loss"])
         out.update(zip(c["step"][fin].tolist(), c["loss"][fin].tolist(), strict=True))
     return out
-
-
-def others_only(events: list[LogEvent]) -> list[LogEvent]:
-    return [e for e in events if not isinstance(e, StepEvent)]
 
 
 __all__ = [

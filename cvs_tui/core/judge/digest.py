@@ -21,7 +21,7 @@ metric and verdict is the same number.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -290,16 +290,21 @@ def digest_spilled(
     series_cap: int | None = None,
     keep_losses: bool = False,
     clock: LineClock | SpilledClock | None = None,
+    refine: Callable[[Collected], None] | None = None,
 ) -> NodeDigest:
     """:func:`digest_collected` of a node whose step columns are in files (``Spilled``): a chunk at a time
-    (``judge.column_stream``) when its step numbers rise, else read into memory."""
+    (``judge.column_stream``) when its step numbers rise, else read into memory. ``refine``: changes the
+    columns before they are judged (a metrics file's exact losses), so they are read into memory."""
     from cvs_tui.core.judge import column_stream as cs
 
-    if not s.ascending:
+    if refine is not None or not s.ascending:
         whole = clock if not isinstance(clock, SpilledClock) else LineClock(*clock.arrays())
+        held = s.load()
+        if refine is not None:
+            refine(held)
         return digest_collected(
             rank,
-            s.load(),
+            held,
             lines,
             ctx=ctx,
             log_path=log_path,
