@@ -24,7 +24,7 @@ from cvs_tui.core.judge import digest, digest_merge, spill
 from cvs_tui.core.judge.digest import NodeDigest
 from cvs_tui.core.judge.finalize import base_results
 from cvs_tui.core.judge.records import bounded_window
-from cvs_tui.core.judge.series import curve_points, thin
+from cvs_tui.core.judge.series import curve_points, thin, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.report.charts import step_time_chart
@@ -237,5 +237,7 @@ def test_merge_window_is_the_intersection_with_the_slowest_seconds(
     assert got.files.load("steps").tolist() == common.tolist()
     assert slowest is not None and got.files.load("sec").tolist() == slowest.tolist()
     for n in (0, 1, 2, 5, 39, 40, 41, 1000):
-        for cap in (2, 3, 40):
-            assert digest_merge.thin_indexes(n, cap) == thin(list(range(n)), cap)
+        for cap in (2, 3, 40):  # the rule itself: every k-th index and the last, at most ``cap``
+            k = -(-n // max(cap - 1, 1)) if n > cap else 1
+            want = [*range(0, n, k), *([n - 1] if n and (n - 1) % k else [])]
+            assert thin_indexes(n, cap) == want == thin(list(range(n)), cap) and len(want) <= max(cap, 0)

@@ -36,7 +36,7 @@ from cvs_tui.core.judge.loss import (
 )
 from cvs_tui.core.judge.metrics import NodeStats, RunInputs, Sheet
 from cvs_tui.core.judge.order_stats import kth_smallest, median
-from cvs_tui.core.judge.series import decimated_from
+from cvs_tui.core.judge.series import decimated_from, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles, SpilledClock
 from cvs_tui.core.judge.stalls import (
     ANCHOR_NEIGHBOURS,
@@ -412,15 +412,8 @@ def stream_figures(
         t = _fsum(x.tolist() for x in window("sec"))
         ok = bool(count) and t > 0
         p50 = 1000.0 * _percentile(lambda: window("sec"), count, 50) if ok else None
-        k = -(-count // max(cap - 1, 1))
-        thinned: list[int] = []
-        g = 0
-        for x in window("steps"):
-            pos = np.arange(g, g + len(x))
-            thinned += x[(pos % k == 0) if count > cap else slice(None)].tolist()
-            g += len(x)
-        if count > cap and (count - 1) % k:
-            thinned.append(int(out.read("steps", count - 1, count)[0]))
+        idx = np.asarray(thin_indexes(count, cap), dtype=np.int64)
+        thinned: list[int] = out.take("steps", idx).tolist()
     finally:
         out.close()
     stats = NodeStats(

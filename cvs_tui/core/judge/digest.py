@@ -49,7 +49,14 @@ from cvs_tui.core.judge.metrics import (
 )
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import node_record, window_record
-from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, decimated, series_note
+from cvs_tui.core.judge.series import (
+    SERIES_CAP,
+    curve_note,
+    curve_points,
+    decimated,
+    series_note,
+    thin_indexes,
+)
 from cvs_tui.core.judge.spill import SpilledClock
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
 from cvs_tui.core.plan import PlannedRun
@@ -181,11 +188,8 @@ def digest_node(
 
 def _thin(xs: npt.NDArray[np.int64], cap: int) -> list[int]:
     """series.thin of an array."""
-    if len(xs) <= cap:
-        return list(xs.tolist())
-    k = -(-len(xs) // max(cap - 1, 1))
-    out: list[int] = xs[::k].tolist()
-    return [*out, int(xs[-1])] if (len(xs) - 1) % k else out
+    out: list[int] = xs[thin_indexes(len(xs), cap)].tolist()
+    return out
 
 
 def _series(cols: StepColumns, cap: int) -> list[StepEvent]:

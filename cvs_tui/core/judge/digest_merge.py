@@ -38,7 +38,7 @@ from cvs_tui.core.judge.metrics import (
     window_status,
 )
 from cvs_tui.core.judge.order_stats import kth_smallest
-from cvs_tui.core.judge.series import thin
+from cvs_tui.core.judge.series import thin, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.results import step_ranges
 
@@ -241,15 +241,6 @@ def put_window_perf(
     return put_perf_figures(merged.count, total, lambda ks: kth_smallest(secs, ks), tokens, flops, run, sheet)
 
 
-def thin_indexes(n: int, cap: int) -> list[int]:
-    """The indexes series.thin keeps of ``n`` entries."""
-    if n <= cap:
-        return list(range(n))
-    k = -(-n // max(cap - 1, 1))
-    out = list(range(0, n, k))
-    return [*out, n - 1] if (n - 1) % k else out
-
-
 def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, list[tuple[int, int]] | None]:
     """What the run's record lists of the common window: every step up to ``cap``; above it every k-th
     step and the last (series.thin) with the count and the ranges."""
@@ -415,7 +406,6 @@ __all__ = [
     "node_figures",
     "put_window_perf",
     "seq_sum",
-    "thin_indexes",
     "whole_window",
     "window_figures",
     "window_listing",

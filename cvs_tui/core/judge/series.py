@@ -36,9 +36,16 @@ def thin(xs: list[T], cap: int) -> list[T]:
     """``xs`` when it has at most ``cap`` entries, else every k-th entry and the last (at most ``cap``)."""
     if len(xs) <= cap:
         return xs
-    k = -(-len(xs) // max(cap - 1, 1))
-    out = xs[::k]
-    return [*out, xs[-1]] if (len(xs) - 1) % k else out
+    return [xs[i] for i in thin_indexes(len(xs), cap)]
+
+
+def thin_indexes(n: int, cap: int) -> list[int]:
+    """The indexes :func:`thin` keeps of ``n`` entries (for a series read from files or arrays)."""
+    if n <= cap:
+        return list(range(n))
+    k = -(-n // max(cap - 1, 1))
+    out = list(range(0, n, k))
+    return [*out, n - 1] if (n - 1) % k else out
 
 
 def step_series(events: Sequence[LogEvent], cap: int | None) -> list[StepEvent]:
@@ -145,4 +152,5 @@ __all__ = [
     "series_note",
     "step_series",
     "thin",
+    "thin_indexes",
 ]
