@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from world.check import Check  # noqa: E402
+from world.check import Check
 
 # one scorer module per kind of input, each with checks() -> list[Check]
 SCORERS = ("world.kernel", "world.maxtext", "world.slurm", "world.errors")

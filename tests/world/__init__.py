@@ -1,4 +1,4 @@
-"""Scorers for the world corpus (tests/fixtures/world/): inputs that people posted publicly from real clusters.
+"""Scorers for the world corpus (tests/fixtures/world/): inputs people posted publicly from real clusters.
 
 Each kind has a module here with ``checks() -> list[Check]``: one check per labelled item, comparing
 what cvs-tui concludes with what a careful engineer concluded (the label kept beside the input, with
