@@ -1,7 +1,8 @@
-"""The suite's stages, in the order they run: a new stage is one module here plus one line in STAGES.
+"""The suite's stages, in the order they run: a new stage is one module here plus one line in STAGES,
+and its plan rows one function in :mod:`cvs_tui.core.plan.stages` ORDER (same name, same place).
 
-Each entry is ``"module:Class"`` (a module of this package), imported on first use. The order is the
-plan's order; closing stages (report, teardown) run after the others on every exit path, last first.
+Each entry is ``"module:Class"`` (a module of this package), imported on first use. Closing stages
+(report, teardown) run after the others on every exit path, last first.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cvs_tui.core.plan import PlannedStage
-    from cvs_tui.core.runner.stages.base import PlanInput, Stage
+    from cvs_tui.core.runner.stages.base import Stage
 
 STAGES: tuple[str, ...] = (
     "preflight:Preflight",
@@ -37,8 +37,3 @@ def registered() -> tuple[Stage, ...]:
         module, _, cls = entry.partition(":")
         out.append(getattr(importlib.import_module(f"{__name__}.{module}"), cls)())
     return tuple(out)
-
-
-def plan_stages(inp: PlanInput) -> list[PlannedStage]:
-    """The plan's stage rows: every registered stage's, in order."""
-    return [row for stage in registered() for row in stage.plan(inp)]

@@ -1,46 +1,27 @@
-"""What a stage is: a step of the suite that plans itself and runs itself.
+"""What a stage is: a step of the suite that runs itself.
 
-A stage's :meth:`Stage.plan` turns the config, the nodes and the planned runs into the
-:class:`~cvs_tui.core.plan.PlannedStage` rows of the plan (``build_plan`` asks every registered stage);
-its :meth:`Stage.run` does the work through a :class:`StageContext` (the suite) and returns why the
-suite must stop there, or None to go on. Closing stages (report, teardown) run on every exit path,
-after the others, last registered first.
-
-Stage modules import only plan-level types and the launcher seam (no SSH, Docker, parser or judge), so
-``build_plan`` can load them: the heavy work is reached through the context.
+A stage's rows in the plan are planned by the plan layer (:mod:`cvs_tui.core.plan.stages`, same names,
+same order); its :meth:`Stage.run` does the work through a :class:`StageContext` (the suite) and returns
+why the suite must stop there, or None to go on. Closing stages (report, teardown) run on every exit
+path, after the others, last registered first.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from cvs_tui.core.events import StageState
 
 if TYPE_CHECKING:
-    from cvs_tui.core.cluster import Cluster
-    from cvs_tui.core.config.loader import LoadedConfig
     from cvs_tui.core.events import RunEvent
-    from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
+    from cvs_tui.core.plan import Plan, PlannedRun
     from cvs_tui.core.results import Results, RunRecord
     from cvs_tui.core.runner.execute import RunExecution
     from cvs_tui.core.runner.health_watch import HealthMonitor
     from cvs_tui.core.runner.launch import Launcher
     from cvs_tui.core.runner.options import RunOptions
-
-
-@dataclass(frozen=True)
-class PlanInput:
-    """What a stage plans from: the loaded config, the nodes and the runs already planned."""
-
-    loaded: LoadedConfig
-    cluster: Cluster
-    out_dir: Path
-    runs: Sequence[PlannedRun]
-    container_name: str
 
 
 class StageContext(Protocol):
@@ -81,14 +62,10 @@ class StageContext(Protocol):
 
 
 class Stage(ABC):
-    """One step of the suite. Subclasses set ``name`` and implement :meth:`plan` and :meth:`run`."""
+    """One step of the suite. Subclasses set ``name`` (as in the plan's ORDER) and implement :meth:`run`."""
 
     name: ClassVar[str]
     closing: ClassVar[bool] = False  # runs on every exit path, after the others
-
-    @abstractmethod
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        """The plan's rows for this stage (most stages: one)."""
 
     @abstractmethod
     async def run(self, ctx: StageContext) -> str | None:

@@ -14,34 +14,20 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import shlex
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import RunOutcome, StageState
-from cvs_tui.core.plan import Plan, PlannedRun, PlannedStage
-from cvs_tui.core.runner.launch import Launcher
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, skip_if_disabled
+from cvs_tui.core.plan import Plan, PlannedRun
+from cvs_tui.core.runner.stages.base import Stage, StageContext, skip_if_disabled
+
+if TYPE_CHECKING:
+    from cvs_tui.core.runner.launch import Launcher
 
 _PHASES = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
 
 
 class CheckpointResume(Stage):
     name = "checkpoint_resume"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        cr = inp.loaded.config.checkpoint_resume
-        if not cr.enabled:
-            why = "opt-in: checkpoint_resume.enabled is false"
-            return [PlannedStage(name=self.name, enabled=False, reason=why)]
-        first = next(r for r in inp.runs if r.kind == "ckpt_phase1")  # planned whenever enabled
-        why = (
-            f"on {first.source_sweep}: {cr.steps_before_ckpt} steps saving every "
-            f"{cr.checkpoint_period}, resume to {cr.steps_before_ckpt + cr.steps_after_resume}, "
-            + (
-                "compare with an uninterrupted reference"
-                if cr.reference_run
-                else "compare with phase 1 (reference_run is false)"
-            )
-        )
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     def sub_stages(self, plan: Plan) -> list[str]:
         return [f"run:{r.key}" for r in plan.runs if r.kind in _PHASES]

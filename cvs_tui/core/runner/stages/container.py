@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, skip_if_disabled
+from cvs_tui.core.runner.stages.base import Stage, StageContext, skip_if_disabled
 
 
 @runtime_checkable
@@ -20,19 +19,6 @@ class LaunchesContainers(Protocol):
 
 class LaunchContainer(Stage):
     name = "launch_container"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        c = inp.loaded.config.container
-        if c.runtime.name == "host":
-            return [PlannedStage(name=self.name, enabled=False, reason="runtime host: no container")]
-        if c.lifetime == "no_launch":
-            why = f"lifetime no_launch: uses the running container {inp.container_name}"
-            return [PlannedStage(name=self.name, enabled=False, reason=why)]
-        why = (
-            f"{c.runtime.name} container {inp.container_name} from {c.image} "
-            f"on {len(inp.cluster.nodes)} node(s)"
-        )
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         if skip_if_disabled(ctx, self.name):

@@ -5,25 +5,11 @@ from __future__ import annotations
 import shlex
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, on_all, skip_if_disabled
+from cvs_tui.core.runner.stages.base import Stage, StageContext, on_all, skip_if_disabled
 
 
 class MaxTextSetup(Stage):
     name = "maxtext_setup"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        tp = inp.loaded.config.train_params
-        if not (tp.maxtext_branch or tp.maxtext_install_cmd):
-            why = "no maxtext_branch or maxtext_install_cmd: the image's MaxText as is"
-            return [PlannedStage(name=self.name, enabled=False, reason=why)]
-        what = []
-        if tp.maxtext_branch:
-            what.append(f"check out {tp.maxtext_branch}")
-        if tp.maxtext_install_cmd:
-            what.append(f"run {tp.maxtext_install_cmd!r}")
-        why = f"in {tp.maxtext_root}: {' and '.join(what)}"
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         if skip_if_disabled(ctx, self.name):

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+from cvs_tui.core.runner.stages.base import Stage, StageContext
 
 if TYPE_CHECKING:
     from cvs_tui.core.runner.transport import Transport
@@ -25,23 +24,6 @@ class HasHostTransports(Protocol):
 
 class NodeHealthStage(Stage):
     name = "node_health"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        h = inp.loaded.config.health
-        cpu = bool(inp.runs) and all(
-            str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in inp.runs
-        )
-        tele = (
-            "telemetry off (hardware: cpu)"
-            if cpu
-            else f"GPU telemetry every {h.telemetry_interval_s or 5:g} s"
-        )
-        if h.kernel_log == "off":
-            why = f"kernel log off (every node not checked); {tele}"
-        else:
-            how = "with sudo -n" if h.kernel_log == "sudo" else "as the login user"
-            why = f"follow /dev/kmsg {how} on {len(inp.cluster.nodes)} node(s); {tele}"
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         from cvs_tui.core.runner.health_watch import HealthMonitor

@@ -5,22 +5,11 @@ from __future__ import annotations
 import shutil
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+from cvs_tui.core.runner.stages.base import Stage, StageContext
 
 
 class Preflight(Stage):
     name = "preflight"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        if inp.loaded.preflight_errors:
-            why = f"{len(inp.loaded.preflight_errors)} problem(s) to fix first: nothing will be launched"
-        else:
-            where = (
-                "the local machine" if inp.cluster.is_local else f"{len(inp.cluster.nodes)} node(s) over SSH"
-            )
-            why = f"reach {where}; check image, paths and train script before anything starts"
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         ctx.stage(self.name, StageState.RUNNING)

@@ -5,27 +5,11 @@ from __future__ import annotations
 import shlex
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, on_all, skip_if_disabled
+from cvs_tui.core.runner.stages.base import Stage, StageContext, on_all, skip_if_disabled
 
 
 class Rdma(Stage):
     name = "rdma"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        runs = inp.runs
-        cpu_only = bool(runs) and all(
-            str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs
-        )
-        if inp.loaded.mode == "distributed" and cpu_only:
-            return [
-                PlannedStage(name=self.name, enabled=False, reason="hardware cpu: no RDMA devices to check")
-            ]
-        if inp.loaded.mode == "distributed":
-            return [
-                PlannedStage(name=self.name, enabled=True, reason="distributed config: check RDMA devices")
-            ]
-        return [PlannedStage(name=self.name, enabled=False, reason="single-node config: no RDMA")]
 
     async def run(self, ctx: StageContext) -> str | None:
         # a failure here is reported, not fatal: the runs show what it means

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext
+from cvs_tui.core.runner.stages.base import Stage, StageContext
 
 
 class Report(Stage):
     name = "report"
     closing = True
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        why = f"HTML, JSON, JUnit and Markdown in {inp.out_dir}"
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         # imported here: `plan` lists this stage and must not pay for the report renderers and models

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, skip_if_disabled
+from cvs_tui.core.runner.stages.base import Stage, StageContext, skip_if_disabled
 
 
 class Smoke(Stage):
     name = "smoke"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        smoke = inp.loaded.config.smoke
-        if not smoke.enabled:
-            return [PlannedStage(name=self.name, enabled=False, reason="smoke.enabled is false")]
-        why = (
-            f"{smoke.steps} steps, batch {smoke.per_device_batch_size}, "
-            f"seqlen {smoke.max_target_length}, BF16; a failure stops the suite"
-        )
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         if skip_if_disabled(ctx, self.name):

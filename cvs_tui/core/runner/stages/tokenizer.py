@@ -6,8 +6,7 @@ import posixpath
 import shlex
 
 from cvs_tui.core.events import StageState
-from cvs_tui.core.plan import PlannedStage
-from cvs_tui.core.runner.stages.base import PlanInput, Stage, StageContext, on_all, skip_if_disabled
+from cvs_tui.core.runner.stages.base import Stage, StageContext, on_all, skip_if_disabled
 
 # The token is read from its file on the node, never echoed.
 _DOWNLOAD = (
@@ -21,17 +20,6 @@ _DOWNLOAD = (
 
 class Tokenizer(Stage):
     name = "tokenizer"
-
-    def plan(self, inp: PlanInput) -> list[PlannedStage]:
-        needs = [r.key for r in inp.runs if r.maxtext_config.get("dataset_type") != "synthetic"]
-        if not needs:
-            return [
-                PlannedStage(name=self.name, enabled=False, reason="every run uses dataset_type synthetic")
-            ]
-        tp = inp.loaded.config.train_params
-        dest = tp.maxtext_config.get("tokenizer_path")
-        why = f"{', '.join(needs)} use real data: download {tp.hf_model_id} to {dest}"
-        return [PlannedStage(name=self.name, enabled=True, reason=why)]
 
     async def run(self, ctx: StageContext) -> str | None:
         if skip_if_disabled(ctx, self.name):

@@ -1,0 +1,301 @@
+"""build_plan: config + nodes -> the Plan; raises UserError when the config and the nodes disagree."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from cvs_tui.core.cluster import Cluster
+from cvs_tui.core.config.blocks import (
+    DEFAULT_TELEMETRY_S,
+    ThresholdKind,
+    ThresholdSpec,
+)
+from cvs_tui.core.config.host_config import Vendor, effective_host_config, gpu_mode, parse_runtime_args
+from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, LoadedConfig
+from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec
+from cvs_tui.core.errors import UserError
+from cvs_tui.core.plan.model import (
+    CKPT1_KEY,
+    CKPT2_KEY,
+    CKPT_REF_KEY,
+    HOST_KEYS_OFF,
+    SMOKE_KEY,
+    SPECIAL_SLUGS,
+    JudgeSpec,
+    Plan,
+    PlannedNode,
+    PlannedRun,
+    RunKind,
+    precision_of,
+    xla_flags_value,
+    yaml_dump,
+)
+from cvs_tui.core.plan.stages import PlanInput, plan_stages
+
+
+def _judge_spec(loaded: LoadedConfig, key: str, kind: RunKind, mc: dict[str, Any]) -> JudgeSpec:
+    cfg = loaded.config
+    cr = cfg.checkpoint_resume
+    cell = loaded.thresholds.get(key) if kind == "sweep" else None
+    extra: dict[str, ThresholdSpec] = {}
+    if kind == "ckpt_phase1" and cr.max_save_seconds > 0:
+        extra["training.checkpoint_save_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_save_seconds
+        )
+    if kind == "ckpt_phase2" and cr.max_load_seconds > 0:
+        extra["training.checkpoint_load_seconds"] = ThresholdSpec(
+            kind=ThresholdKind.MAX, value=cr.max_load_seconds
+        )
+    try:
+        eval_interval = int(mc.get("eval_interval", 0) or 0)
+    except (TypeError, ValueError):
+        eval_interval = 0
+    return JudgeSpec(
+        cell_key=key if cell is not None else None,
+        cell=dict(cell or {}),
+        enforce=kind == "sweep" and cfg.enforce_thresholds,
+        extra_specs=extra,
+        loss_curve=cfg.loss_curve.model_copy(update={"enforce": kind == "sweep" and cfg.loss_curve.enforce}),
+        convergence=cfg.convergence,
+        scaling_baseline=cfg.scaling_baseline,
+        precision=precision_of(mc),
+        eval_configured=eval_interval > 0,
+        checkpointing=bool(mc.get("enable_checkpointing", False)),
+        gpus_per_node=cfg.gpus_per_node,
+        gpu_name=cfg.gpu_name,
+    )
+
+
+def _docker_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", text).strip("-.") or "cvs"
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._\-]+", "_", text).strip("_") or "model"
+
+
+def _node_env(cluster: Cluster, port: str, cpu: bool) -> list[dict[str, str]]:
+    n = len(cluster.nodes)
+    coord = cluster.coordinator_ip
+    out = []
+    for node in cluster.nodes:
+        env = {
+            "JAX_COORDINATOR_IP": coord,
+            "JAX_COORDINATOR_PORT": port,
+            "NNODES": str(n),
+            "NODE_RANK": str(node.rank),
+            "JAX_PROCESS_INDEX": str(node.rank),
+        }
+        if cpu:  # MaxText's CPU path reads XPK's names (its coordinator port is fixed at 1234)
+            env |= {
+                "JAX_COORDINATOR_ADDRESS": coord,
+                "JOB_INDEX": "0",
+                "JOB_COMPLETION_INDEX": str(node.rank),
+                "PROCESSES_IN_JOB": str(n),
+                "JAX_PROCESS_COUNT": str(n),
+            }
+        out.append(env)
+    return out
+
+
+def _ckpt_sweep(loaded: LoadedConfig) -> RunSpec:
+    wanted = loaded.config.checkpoint_resume.sweep
+    for r in loaded.runs:
+        if not wanted or r.key == wanted:
+            return r
+    raise UserError(
+        f"checkpoint_resume.sweep: '{wanted}' is not among the selected runs; "
+        f'add it to runs or set it to one of {[r.key for r in loaded.runs]} (or "" for the first)'
+    )
+
+
+def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id: str) -> Plan:
+    """Resolve everything a run needs; raises UserError when the config and the nodes disagree."""
+    cfg = loaded.config
+    nnodes = len(cluster.nodes)
+    if loaded.mode == "single" and nnodes > 1:
+        raise UserError(
+            f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
+            "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
+        )
+    # Per-node vars in container.env are overridden per node (the loader warned): keep them out.
+    env = {k: v for k, v in cfg.container.env.items() if k not in PER_NODE_ENV_VARS}
+    xla = xla_flags_value(cfg.train_params.xla_flags)
+    if xla is not None:
+        env["XLA_FLAGS"] = xla
+    port = env.get("JAX_COORDINATOR_PORT", DEFAULT_COORDINATOR_PORT)
+    log_dir = cfg.paths.log_dir.rstrip("/") or "/"
+    run_root = f"{log_dir}/{run_id}"
+    model = _label(loaded.model_label)
+
+    def planned(
+        key: str, slug: str, kind: RunKind, source: str | None, mc: dict[str, Any], name_slug: str
+    ) -> PlannedRun:
+        mc = copy.deepcopy(mc)
+        run_name = f"cvs_{model}_{name_slug}"
+        base_out = f"{run_root}/{name_slug}"
+        mc["run_name"] = run_name
+        mc["base_output_directory"] = base_out
+        cpu = str(mc.get("hardware", "")).lower() == "cpu"
+        if cpu and nnodes == 1:
+            mc.setdefault("skip_jax_distributed_system", True)
+        steps = mc["steps"]
+        return PlannedRun(
+            key=key,
+            slug=slug,
+            kind=kind,
+            source_sweep=source,
+            steps=steps,
+            run_name=run_name,
+            base_output_directory=base_out,
+            maxtext_config=mc,
+            yaml_text=yaml_dump(mc),
+            env=dict(env),
+            xla_flags=xla,
+            node_env=_node_env(cluster, port, cpu),
+            threshold_cell=loaded.thresholds.get(key) if kind == "sweep" else None,
+            judge=_judge_spec(loaded, key, kind, mc),
+        )
+
+    runs: list[PlannedRun] = []
+    smoke = cfg.smoke
+    if smoke.enabled and loaded.runs:
+        # The first selected sweep's model and mesh, at a small fixed shape in BF16.
+        mc = dict(loaded.runs[0].maxtext_config)
+        mc.update(
+            steps=smoke.steps,
+            per_device_batch_size=smoke.per_device_batch_size,
+            max_target_length=smoke.max_target_length,
+            quantization="",
+        )
+        runs.append(planned(SMOKE_KEY, SPECIAL_SLUGS[SMOKE_KEY], "smoke", loaded.runs[0].key, mc, "SMOKE"))
+    for spec in loaded.runs:
+        runs.append(planned(spec.key, spec.slug, "sweep", spec.key, spec.maxtext_config, spec.slug))
+    cr = cfg.checkpoint_resume
+    if cr.enabled:
+        sweep = _ckpt_sweep(loaded)
+        total = cr.steps_before_ckpt + cr.steps_after_resume
+        base = dict(sweep.maxtext_config)
+        base.update(cr.smoke_model_overrides)
+        # One LR schedule for all three so the losses at the boundary are comparable.
+        base["learning_rate_schedule_steps"] = total
+        p1 = base | {"steps": cr.steps_before_ckpt, "enable_checkpointing": True}
+        p1["checkpoint_period"] = cr.checkpoint_period
+        # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
+        # its logs still go to their own folder (CKPT_2).
+        # Its checkpoint_period is past its last step (as upstream), so it writes no full checkpoint of its
+        # own: only the restore is tested, and the folder holds phase 1's checkpoints alone.
+        p2 = p1 | {"steps": total, "checkpoint_period": total + 1}
+        runs.append(planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"))
+        runs.append(planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"))
+        if cr.reference_run:
+            ref = base | {"steps": total, "enable_checkpointing": False}
+            runs.append(
+                planned(
+                    CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF"
+                )
+            )
+
+    lifetime = cfg.container.lifetime
+    runtime = cfg.container.runtime.name
+    if lifetime == "no_launch":
+        container_name = cfg.container.name  # an existing container the operator started
+    elif lifetime == "persistent":
+        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}")
+    else:
+        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}-{run_id}")
+
+    tokenizer_path = cfg.train_params.maxtext_config.get("tokenizer_path")
+    stages = plan_stages(
+        PlanInput(loaded=loaded, cluster=cluster, out_dir=out_dir, runs=runs, container_name=container_name)
+    )
+    tp = cfg.train_params
+    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
+    mode = gpu_mode(cfg.gpu_name, cpu_only=cpu_only)
+    host_config = None
+    if runtime == "docker":
+        vendor: Vendor | None = "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
+        host_config = effective_host_config(parse_runtime_args(cfg.container.runtime.args), vendor)
+    launcher_env = {"HF_HOME": cfg.paths.models_dir}
+    if runtime == "docker":
+        launcher_env["PYTHONPATH"] = f"$PYTHONPATH:{tp.maxtext_root}"
+        if mode == "amd":
+            launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
+    extra_warnings = list(cluster.warnings)
+    if not cluster.verify_host_keys and not cluster.is_local:
+        extra_warnings.append(HOST_KEYS_OFF)
+    if runtime == "docker" and mode == "auto":
+        extra_warnings.append(
+            f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
+            "defaults by what the node has (see preflight)"
+        )
+    plan = Plan(
+        run_id=run_id,
+        config_path=str(loaded.path),
+        threshold_path=str(loaded.threshold_path),
+        out_dir=str(out_dir),
+        mode=loaded.mode,
+        gpu_name=cfg.gpu_name,
+        gpus_per_node=cfg.gpus_per_node,
+        model_label=loaded.model_label,
+        enforce_thresholds=cfg.enforce_thresholds,
+        user=cluster.user,
+        cluster_source=cluster.source,
+        known_hosts=cluster.known_hosts,
+        verify_host_keys=cluster.verify_host_keys,
+        nodes=[
+            PlannedNode(
+                host=n.host, rank=n.rank, local=n.local, user=n.user, port=n.port, key_file=n.key_file
+            )
+            for n in cluster.nodes
+        ],
+        coordinator=cluster.coordinator_ip,
+        coordinator_port=port,
+        stages=stages,
+        runs=runs,
+        container_name=container_name,
+        container_image=cfg.container.image,
+        container_image_tar=cfg.container.image_tar or None,
+        container_runtime=runtime,
+        container_lifetime=lifetime,
+        container_args=dict(cfg.container.runtime.args),
+        paths=cfg.paths.as_dict(),
+        python=tp.python,
+        train_script_paths=list(tp.train_script_paths),
+        hf_model_id=tp.hf_model_id,
+        tokenizer_path=str(tokenizer_path) if tokenizer_path is not None else None,
+        maxtext_root=tp.maxtext_root,
+        maxtext_branch=tp.maxtext_branch,
+        maxtext_install_cmd=tp.maxtext_install_cmd,
+        error_patterns=loaded.error_patterns,
+        checkpoint_resume=cr.model_dump(mode="json"),
+        warnings=list(loaded.warnings) + extra_warnings,
+        preflight_errors=list(loaded.preflight_errors),
+        host_config=host_config,
+        cluster_env=dict(cluster.env_vars),
+        launcher_env=launcher_env,
+        ssh_password=SecretStr(cluster.password) if cluster.password else None,
+        health_kernel_log=cfg.health.kernel_log,
+        health_telemetry_s=None if cpu_only else (cfg.health.telemetry_interval_s or DEFAULT_TELEMETRY_S),
+    )
+    # `{run_dir}` (left by the loader) is the run folder, known only now.
+    run_dir = str(Path(out_dir).resolve())
+    return Plan.model_validate(_replace_deep(plan.model_dump(), RUN_DIR_PLACEHOLDER, run_dir))
+
+
+RUN_DIR_PLACEHOLDER = "{run_dir}"
+
+
+def _replace_deep(node: Any, old: str, new: str) -> Any:
+    if isinstance(node, str):
+        return node.replace(old, new)
+    if isinstance(node, dict):
+        return {k: _replace_deep(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_replace_deep(v, old, new) for v in node]
+    return node
