@@ -9,7 +9,7 @@ export CVS_TEST_ROOT=${CVS_TEST_ROOT:-/tmp/cvs-ci}
 if [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends chromium tmux gcc libc6-dev >/dev/null
+  apt-get install -y -qq --no-install-recommends chromium tmux gcc libc6-dev make >/dev/null
   bash .ci/infra.sh up
   # the real two-node Slurm cluster (tests/test_slurm_*.py); both `up` and `down` are idempotent
   trap 'bash .ci/slurm.sh down || true; bash .ci/infra.sh down' EXIT
@@ -20,7 +20,6 @@ fi
 
 # shellcheck source=scripts/bootstrap.sh
 source scripts/bootstrap.sh
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
-.venv/bin/mypy cvs_tui
+# the tiers of the Makefile: the static one first (no root, no services), then every test in one run
+make -s lint
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
