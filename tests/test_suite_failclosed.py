@@ -343,3 +343,31 @@ def test_non_finite_watchdog_limits_are_refused(tmp_path: Path, flag: str, value
         assert not (s.out / "results.json").exists()  # refused before anything ran
     finally:
         remove_scratch_tree(s)
+
+
+def test_one_tally_everywhere_counts_failed_runs_and_stages_and_names_the_reason(tmp_path: Path) -> None:
+    """A suite that failed through a run's outcome (no FAIL verdict) and a stage is not told as
+    "0 failed": the exit line, summary.md and report.html give the same counts and the first failure."""
+    from cvs_tui.cli.verdict_line import suite_line
+    from cvs_tui.core.report import write_reports
+    from cvs_tui.core.results import tally
+
+    ok = VerdictRecord(metric="m", status="PASS", expected="<= 1", actual=0.5, actual_text="0.5", unit="")
+    res = _results(
+        [
+            _run(key="A", verdicts=[ok]),
+            _run(key="B", outcome="failed", status="FAIL", reason="node health: amdgpu_reset on n0"),
+        ],
+        [{"name": "preflight", "state": "passed"}, {"name": "teardown", "state": "failed", "detail": "x"}],
+    )
+    t = tally(res)
+    assert (t.runs, t.runs_failed, t.stages_failed, t.checks_passed, t.checks_failed) == (2, 1, 1, 1, 0)
+    line = suite_line(res, None)
+    assert line.startswith(
+        "suite FAILED — stage teardown: x (+1 more) — 2 runs (1 failed), 1 checks passed, 0 failed, 1 stage failed"
+    )
+    write_reports(res, tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    assert "2 run(s) (1 failed), 1 checks passed, 0 failed, 1 stage(s) failed — stage teardown: x" in md
+    html = (tmp_path / "report.html").read_text()
+    assert "2 run(s) · 1 failed" in html and "1 stage(s) failed" in html

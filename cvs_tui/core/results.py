@@ -12,7 +12,7 @@ import os
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -383,6 +383,41 @@ class Results(_Model):
         if not self.runs:
             out.append("no run was judged")
         return out
+
+
+class Tally(NamedTuple):
+    """The counts every front-end tells (the exit line, report.html, summary.md, the TUI): runs and
+    stages that failed count as failed, next to the metric checks."""
+
+    runs: int
+    runs_failed: int
+    stages_failed: int  # failed or left running/pending; a stage that only wraps one run is the run's
+    checks_passed: int  # PASS verdicts
+    checks_failed: int  # FAIL verdicts
+    recorded: int
+    not_available: int
+    reason: str  # the first failure, "" when the suite passed
+
+
+def tally(results: Results) -> Tally:
+    wrapped = {f"{p}:{r.key}" for r in results.runs for p in ("run", "analyze")}
+    counts = {s: 0 for s in ("PASS", "FAIL", "RECORD", "N/A")}
+    for r in results.runs:
+        for v in r.verdicts:
+            counts[v.status] = counts.get(v.status, 0) + 1
+    failures = results.failures
+    return Tally(
+        runs=len(results.runs),
+        runs_failed=sum(not run_passed(r) for r in results.runs),
+        stages_failed=sum(
+            s.state != "passed" and s.state != "skipped" and s.name not in wrapped for s in results.stages
+        ),
+        checks_passed=counts["PASS"],
+        checks_failed=counts["FAIL"],
+        recorded=counts["RECORD"],
+        not_available=counts["N/A"],
+        reason="" if results.passed else (failures[0] if failures else "not every stage finished"),
+    )
 
 
 def run_passed(r: RunRecord) -> bool:

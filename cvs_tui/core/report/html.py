@@ -12,7 +12,7 @@ from markupsafe import Markup
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.report import view
 from cvs_tui.core.report.charts import loss_chart, resume_chart, step_time_chart
-from cvs_tui.core.results import NodeHealthRecord, Results, RunRecord
+from cvs_tui.core.results import NodeHealthRecord, Results, RunRecord, tally
 from cvs_tui.core.textsafe import sanitize_text
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -94,10 +94,6 @@ def render_html(results: Results) -> str:
             "loss": Markup(loss) if loss else None,
             "step": Markup(step) if step else None,
         }
-    counts = {s: 0 for s in ("PASS", "FAIL", "RECORD", "N/A")}
-    for run in results.runs:
-        for v in run.verdicts:
-            counts[v.status] += 1
     # the slowest node's last logged step is the run's progress
     last_step = {
         run.key: min((n.last_step for n in run.nodes if n.last_step is not None), default=None)
@@ -113,7 +109,7 @@ def render_html(results: Results) -> str:
             r=results,
             health_charts=health_charts,
             charts=charts,
-            counts=counts,
+            tally=tally(results),
             passed=results.passed,
             failures=results.failures,
             last_step=last_step,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cvs_tui.core.report import view
 from cvs_tui.core.report.html import environment
-from cvs_tui.core.results import Results
+from cvs_tui.core.results import Results, tally
 
 ICON = {"PASS": "✅", "FAIL": "❌", "RECORD": "📝", "N/A": "➖"}
 
@@ -21,6 +21,7 @@ def render_markdown(results: Results) -> str:
         r=results,
         passed=results.passed,
         failures=results.failures,
+        tally=tally(results),
         icon=ICON,
         verdicts={run.key: view.run_verdicts(run) for run in results.runs},
     )
