@@ -168,6 +168,9 @@ def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
         assert res["schema_version"] == 2
         nh = {n["rank"]: n for n in res["node_health"]}
         assert {nh[0]["state"], nh[1]["state"]} == {"fail"}  # one shared kernel: both saw the line
+        # the stages table says what the findings did, not "passed" alone
+        stages = {x["name"]: x for x in res["stages"]}
+        assert f"fatal findings failed 1 run(s): {SWEEP}" in stages["node_health"]["detail"]
         mine = [f for f in nh[root]["findings"] if tag in f["line"]]
         assert len(mine) == 1 and mine[0]["run"] == SWEEP and mine[0]["severity"] == "fatal"
         assert mine[0]["step"] is not None and mine[0]["step"] >= 3  # in training, after step 3 was logged

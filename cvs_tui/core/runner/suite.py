@@ -314,6 +314,21 @@ class Suite:
         outside = await self.health.stop()
         if outside:
             self.stage("node_health", StageState.FAILED, "; ".join(outside)[:400])
+            return
+        # the stage itself ran; what its findings did to the runs is said on its row too, so the
+        # stages table never reads "passed" alone while fatal findings failed runs
+        failed = sorted(
+            {
+                f.run
+                for n in self.health.records()
+                for f in n.findings
+                if f.severity == "fatal" and f.run in self.records and self.records[f.run].status == "FAIL"
+            }
+        )
+        sv = self.state.stages.get("node_health")
+        if failed and sv is not None and sv.state is StageState.PASSED:
+            detail = f"{sv.detail}; fatal findings failed {len(failed)} run(s): {', '.join(failed)}"
+            self.stage("node_health", StageState.PASSED, detail[:400])
         else:
             self.save()
 
