@@ -54,3 +54,25 @@ def test_dashboard_finished_at_size(snap_compare, settle: Settle, no_cursor_blin
     """The finished, failed suite: verdict and status line on top, lag/errors/health columns kept,
     each run once with its outcome glyph first, the failed run's reason on the detail line."""
     assert snap_compare(_app(1.0), run_before=settle, terminal_size=size)
+
+
+SIZES = [(80, 24), (100, 30), (120, 40), (200, 50)]
+SIZE_IDS = ["80x24", "100x30", "120x40", "200x50"]
+
+
+@pytest.mark.parametrize(
+    "key", ["v", "e", "H", "question_mark"], ids=["verdicts", "errors", "health", "help"]
+)
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_screen_at_size(snap_compare, settle: Settle, no_cursor_blink: None, key: str, size) -> None:  # type: ignore[no-untyped-def]
+    """Every screen of the finished suite at four terminal sizes: notes under the verdict table below
+    110 columns (never a column one letter wide), the help box inside the screen."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await settle(pilot)
+        await pilot.press(key)
+        await pilot.pause(0.1)
+        pilot.app.refresh_now()
+        await pilot.pause(0.1)
+
+    assert snap_compare(_app(1.0), run_before=run_before, terminal_size=size)

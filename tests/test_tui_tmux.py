@@ -22,6 +22,7 @@ from cvs_tui.core.events import (
     StageState,
     StepEvent,
     SuiteEndEvent,
+    VerdictEvent,
     event_to_dict,
 )
 
@@ -147,5 +148,52 @@ def test_attach_at_80x24_shows_the_verdict_and_key_columns(tmp_path: Path) -> No
         assert "run:" not in screen
         tmux.run("send-keys", "-t", tmux.session, "q")
         tmux.wait_for("EXITED=0")
+    finally:
+        tmux.run("kill-server")
+
+
+def test_every_screen_reads_at_80x24(tmp_path: Path) -> None:
+    """Verdicts, errors, health and help at 80x24 in a real terminal: the verdicts' notes are given under
+    the table in whole words (never one letter a row), the help box closes inside the screen, and the
+    dashboard's footer offers Quit and Health."""
+    events = tmp_path / "events.jsonl"
+    (tmp_path / "logs" / "BS2").mkdir(parents=True)
+    note = "inconclusive: only 2 clean step(s) in the steady-state window, at least 5 needed"
+    _append(
+        events,
+        StageEvent("preflight", StageState.PASSED),
+        RunStartEvent("BS2", 12, ("localhost",)),
+        NodeLogEvent("BS2", 0, StepEvent(11, 7.32, 1, seconds=0.5)),
+        VerdictEvent("BS2", "training.tokens_per_sec_per_device", "N/A", ">= 10", None, "tok/s", note),
+        VerdictEvent("BS2", "training.step_time_p50", "N/A", "record", None, "s", note),
+        VerdictEvent("BS2", "training.final_loss", "PASS", "<= 11", 7.32, ""),
+        RunEndEvent("BS2", RunOutcome.COMPLETE),
+        SuiteEndEvent(False, report_path="r/report.html"),
+    )
+    (tmp_path / "logs" / "BS2" / "node0.log").write_text("completed step: 11, loss: 7.320\n")
+    tmux = Tmux()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    cmd = f"{BIN} attach {tmp_path}; echo EXITED=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", tmux.session, cmd],
+        check=True,
+        env={**env, "TERM": "xterm-256color"},
+    )
+    try:
+        screen = tmux.wait_for("suite FAILED")
+        footer = screen.rstrip().splitlines()[-1]
+        assert "Quit" in footer and "Health" in footer, footer
+        tmux.run("send-keys", "-t", tmux.session, "v")
+        screen = tmux.wait_for("only 2 clean")
+        assert "training.tokens_per_sec_per_device and 1 more:" in screen, screen
+        for line in screen.splitlines():
+            assert len(line.rstrip()) <= 80
+        for key, text in (("e", "error-pattern"), ("H", "kernel")):
+            tmux.run("send-keys", "-t", tmux.session, key)
+            tmux.wait_for(text)
+        tmux.run("send-keys", "-t", tmux.session, "?")
+        screen = tmux.wait_for("Keys")
+        top = next(line for line in screen.splitlines() if "Keys" in line)
+        assert top.rstrip().endswith("╮"), top  # the box's right edge is on screen
     finally:
         tmux.run("kill-server")

@@ -66,10 +66,12 @@ class DashboardScreen(RunViewScreen):
     # The node table holds the focus here, outside the log pane, so the pane's own keys are bound on the
     # screen as well (same Binding objects, same order in the footer) and handed to the pane below.
     BINDINGS: ClassVar[list[BindingType]] = [
-        # the app's screens first, so the footer still shows them at 80 columns (F6)
+        # quit and the app's screens first, so the footer still shows them at 80 columns
+        Binding("q", "app.request_quit", "Quit"),
         Binding("question_mark,f1", "app.help", "Help"),
         Binding("e", "app.errors", "Errors"),
         Binding("v", "app.verdicts", "Verdicts"),
+        Binding("H", "app.health", "Health"),
         LogPane.FOLLOW,
         LogPane.RESUME,
         Binding("a", "toggle_merged", "All nodes"),

@@ -56,8 +56,8 @@ class HelpScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90; height: auto; max-height: 90%; border: round $accent;
-                                  background: $surface; padding: 0 1; }
+    HelpScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 90%;
+                                  border: round $accent; background: $surface; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:

@@ -23,9 +23,45 @@ from cvs_tui.tui.widgets.loss_plot import LossPlot
 CHECKPOINT_STAGE = "checkpoint_resume"
 
 
-def verdict_table(rv: RunView, *, ascii_only: bool) -> Table:
+# Below this width a Note column would be squeezed to a letter a row: the notes go under the table.
+NOTES_BELOW_WIDTH = 110
+
+
+def verdict_table(rv: RunView, *, ascii_only: bool, width: int = 200) -> Table | Group:
     table = Table(expand=True, box=box.ASCII if ascii_only else box.SIMPLE_HEAD, pad_edge=False)
-    return fill_verdict_table(table, rv, notes=True, status_justify="center")
+    if width >= NOTES_BELOW_WIDTH:
+        return fill_verdict_table(table, rv, notes=True, status_justify="center")
+    fill_verdict_table(table, rv, notes=False, status_justify="center")
+    return Group(table, notes_below(rv))
+
+
+def notes_below(rv: RunView) -> Text:
+    """Each distinct note once, after the metrics it belongs to (the same window reason is usually
+    given for every metric of a run: said once, it stays readable at 80 columns)."""
+    by_note: dict[str, list[str]] = {}
+    for v in rv.verdicts.values():
+        msg = v.message.strip()
+        if msg.startswith(f"{v.metric}: "):
+            msg = msg[len(v.metric) + 2 :]
+        if msg:
+            by_note.setdefault(msg, []).append(v.metric)
+    out = Text()
+    for msg, metrics in by_note.items():
+        if out:
+            out.append("\n")
+        names = metrics[0] if len(metrics) == 1 else f"{metrics[0]} and {len(metrics) - 1} more"
+        out.append(f"- {names}: ", style="bold")
+        out.append(msg, style="dim")
+    return out
+
+
+def first_gated(view: RunState) -> int | None:
+    """The index of the first run with a PASS or FAIL verdict (SMOKE's rows only record)."""
+    for i, key in enumerate(view.run_order):
+        rv = view.runs.get(key)
+        if rv is not None and any(v.status in ("PASS", "FAIL") for v in rv.verdicts.values()):
+            return i
+    return None
 
 
 def banner(view: RunState, *, ascii_only: bool) -> Text:
@@ -49,6 +85,7 @@ class VerdictsScreen(RunViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self._runs: list[str] = []
+        self._opened = False  # scrolled to the first gated run once
 
     def compose(self) -> ComposeResult:
         yield Static(id="banner")
@@ -88,7 +125,7 @@ class VerdictsScreen(RunViewScreen):
             try:
                 self.query_one(f"#title-{i}", Static).update(title)
                 table = (
-                    verdict_table(rv, ascii_only=ascii_only)
+                    verdict_table(rv, ascii_only=ascii_only, width=self.size.width)
                     if rv.verdicts
                     else Text("no verdicts yet", style="dim")
                 )
@@ -99,6 +136,18 @@ class VerdictsScreen(RunViewScreen):
             except Exception:  # widgets mounted this tick are queryable on the next one
                 continue
         self.query_one("#footer-info", Static).update(self._footer_text(view))
+        if not self._opened:
+            # open on the first gated run, not on SMOKE whose rows gate nothing
+            gi = first_gated(view)
+            if gi is not None and gi < len(self._runs):
+                self._opened = True
+                self.call_after_refresh(self._scroll_to_run, gi + 1)
+
+    def _scroll_to_run(self, i: int) -> None:
+        try:
+            self.query_one(f"#title-{i}", Static).scroll_visible(top=True, animate=False)
+        except Exception:  # not mounted yet: the next update tries again
+            self._opened = False
 
     def _footer_text(self, view: RunState) -> Group:
         parts: list[Text] = []
