@@ -364,7 +364,8 @@ def test_one_tally_everywhere_counts_failed_runs_and_stages_and_names_the_reason
     assert (t.runs, t.runs_failed, t.stages_failed, t.checks_passed, t.checks_failed) == (2, 1, 1, 1, 0)
     line = suite_line(res, None)
     assert line.startswith(
-        "suite FAILED — stage teardown: x (+1 more) — 2 runs (1 failed), 1 checks passed, 0 failed, 1 stage failed"
+        "suite FAILED — stage teardown: x (+1 more) — "
+        "2 runs (1 failed), 1 checks passed, 0 failed, 1 stage failed"
     )
     write_reports(res, tmp_path)
     md = (tmp_path / "summary.md").read_text()
