@@ -1,14 +1,20 @@
-"""Fixtures shared by the Textual tests: waiting for the event source to drain, and a still cursor."""
+"""Fixtures shared by the Textual tests (waiting for the event source to drain, a still cursor), and the
+Hypothesis profile of every test: no deadline and no too-slow health check, so a busy 2-core machine
+slows the property tests down without failing them (how many examples run is each test's own setting)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
 import pytest
+from hypothesis import HealthCheck, settings
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from cvs_tui.tui.app import CvsApp
+
+settings.register_profile("cvs-tui", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("cvs-tui")
 
 Settle = Callable[[Pilot[object]], Awaitable[None]]
 

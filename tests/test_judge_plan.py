@@ -32,7 +32,8 @@ def test_each_run_carries_what_judging_it_needs(tmp_path: Path) -> None:
     assert not ref.judge.checkpointing and ref.judge.extra_specs == {}
     # one recipe: the checkpoint runs share the reference's LR schedule
     assert {r.maxtext_config["learning_rate_schedule_steps"] for r in (p1, p2, ref)} == {12}
-    assert all(r.judge.gpu_name == plan.gpu_name and r.judge.precision == "bf16" for r in plan.runs)
+    # the local config trains in float32 (its dtype), whatever its keys say: MFU and the card use fp32
+    assert all(r.judge.gpu_name == plan.gpu_name and r.judge.precision == "fp32" for r in plan.runs)
 
 
 def test_plan_json_reads_back_as_the_plan(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.offline import read_plan
-from cvs_tui.core.plan import Plan, build_plan
+from cvs_tui.core.plan import Plan, build_plan, precision_of
 from cvs_tui.core.results import Results, RunRecord, load_results
 from cvs_tui.core.run_folder import RunFolder
 
@@ -120,11 +120,8 @@ def _int(v: Any) -> int | None:
 def effective_precision(mc: dict[str, Any]) -> str | None:
     """The precision the run computed in: fp8 quantization, else MaxText's `dtype` (bfloat16 by default);
     None for anything else (int8, a dtype the card has no word for)."""
-    q = str(mc.get("quantization") or "").strip().lower()
-    if q:
-        return "fp8" if "fp8" in q else None
-    dtype = str(mc.get("dtype") or "bfloat16").strip().lower()
-    return {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}.get(dtype)
+    p = precision_of(mc)
+    return p if p in ("bf16", "fp8", "fp32") else None
 
 
 def _rounded(v: float) -> float:

@@ -227,6 +227,17 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         if mode == "amd":
             launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
     extra_warnings = list(cluster.warnings)
+    extra_warnings += _precision_name_warnings(runs)
+    if loaded.mode == "distributed" and nnodes == 1:
+        extra_warnings.append(
+            f"{loaded.path.name} is a distributed config planned on 1 node ({cluster.source}): nothing "
+            "crosses a node; give the nodes with --nodes or --cluster"
+        )
+    if not cfg.enforce_thresholds:
+        extra_warnings.append(
+            "thresholds NOT enforced: metrics recorded, none gated "
+            "(set enforce_thresholds: true in the config to gate them)"
+        )
     if not cluster.verify_host_keys and not cluster.is_local:
         extra_warnings.append(HOST_KEYS_OFF)
     if runtime == "docker" and mode == "auto":
@@ -289,6 +300,24 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
 
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"
+
+_KEY_PRECISION = re.compile(r"(?:^|,)PRECISION=([A-Za-z0-9]+)")
+
+
+def _precision_name_warnings(runs: list[PlannedRun]) -> list[str]:
+    """Sweep keys that name a precision their runs do not compute in (CVS keys read PRECISION=BF16
+    while a CPU config trains in float32): one line per (named, actual) pair, so no screen that shows
+    the key contradicts the figures and the card."""
+    keys: dict[tuple[str, str], list[str]] = {}
+    for r in runs:
+        m = _KEY_PRECISION.search(r.key) if r.kind == "sweep" else None
+        if m and m.group(1).lower() != r.judge.precision:
+            keys.setdefault((m.group(1), r.judge.precision), []).append(r.key)
+    return [
+        f"sweep key(s) {', '.join(ks)} name {named}, but the runs compute in {actual} (maxtext_config "
+        f"dtype/quantization): the figures, MFU and the card say {actual}"
+        for (named, actual), ks in keys.items()
+    ]
 
 
 def _replace_deep(node: Any, old: str, new: str) -> Any:

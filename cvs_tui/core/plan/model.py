@@ -213,6 +213,21 @@ def xla_flags_value(flags: dict[str, Any]) -> str | None:
     return " ".join(parts)
 
 
+_DTYPES = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float32": "fp32",
+    "fp32": "fp32",
+    "float16": "fp16",
+    "fp16": "fp16",
+}
+
+
 def precision_of(maxtext_config: dict[str, Any]) -> str:
-    q = str(maxtext_config.get("quantization") or "").lower()
-    return "fp8" if "fp8" in q else (q or "bf16")
+    """The precision the run computes in: its quantization when one is set (fp8, int8, ...), else
+    MaxText's ``dtype`` (bfloat16 by default). The one rule: MFU's peak, the plan and the card use it."""
+    q = str(maxtext_config.get("quantization") or "").strip().lower()
+    if q:
+        return "fp8" if "fp8" in q else q
+    dtype = str(maxtext_config.get("dtype") or "bfloat16").strip().lower()
+    return _DTYPES.get(dtype, dtype)

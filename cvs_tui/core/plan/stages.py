@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
-from cvs_tui.core.plan.model import PlannedRun, PlannedStage
+from cvs_tui.core.plan.model import PlannedRun, PlannedStage, precision_of
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,11 @@ def smoke(inp: PlanInput) -> list[PlannedStage]:
     s = inp.loaded.config.smoke
     if not s.enabled:
         return _row("smoke", False, "smoke.enabled is false")
+    run = next((r for r in inp.runs if r.kind == "smoke"), None)
+    smoke_precision = precision_of(run.maxtext_config).upper() if run is not None else "BF16"
     why = (
         f"{s.steps} steps, batch {s.per_device_batch_size}, "
-        f"seqlen {s.max_target_length}, BF16; a failure stops the suite"
+        f"seqlen {s.max_target_length}, {smoke_precision}; a failure stops the suite"
     )
     return _row("smoke", True, why)
 

@@ -94,7 +94,8 @@ def render_html(results: Results) -> str:
             "loss": Markup(loss) if loss else None,
             "step": Markup(step) if step else None,
         }
-    # the slowest node's last logged step is the run's progress
+    # the slowest node's last logged step is the run's progress, told as completed steps (index + 1) of
+    # the steps asked for, as the live view and the console count them
     last_step = {
         run.key: min((n.last_step for n in run.nodes if n.last_step is not None), default=None)
         for run in results.runs
