@@ -85,6 +85,8 @@ def test_node_unreachable_at_start_fails_preflight_and_launches_nothing(tmp_path
         assert s.results()["runs"] == []
         assert containers_of(s.run_id()) == []
         assert not (s.root / "runs" / s.run_id() / "cvs-logs").exists()  # no launcher ran on node 0
+        # teardown claims no check it did not make: nothing was started, so nothing was checked
+        assert s.stage("teardown")["detail"] == "nothing was started on the nodes: nothing to stop"
     finally:
         remove_scratch_tree(s)
 
