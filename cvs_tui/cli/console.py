@@ -211,7 +211,7 @@ class ConsoleView:
                 title=f"{key}: {rv.outcome.value if rv.outcome else 'unfinished'}", title_justify="left"
             )
             # the signal (PASS / FAIL) in the table; what is only recorded or n/a as one count line
-            fill_verdict_table(table, rv, notes=False, only=("PASS", "FAIL"), significant=True)
+            fill_verdict_table(table, rv, notes=False, only=("PASS", "FAIL"))
             statuses = [v.status for v in rv.verdicts.values()]
             if not rv.verdicts:
                 out.print(Text(f"{key}: no verdicts", style="dim"))

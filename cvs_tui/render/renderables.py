@@ -11,7 +11,7 @@ from rich.text import Text
 from cvs_tui.core.events import ErrorHit, Severity
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.state import RunView
-from cvs_tui.render.format import VERDICT_STYLE, fmt_float
+from cvs_tui.render.format import VERDICT_STYLE
 
 _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("Metric", "left"),
@@ -28,11 +28,10 @@ def fill_verdict_table(
     notes: bool,
     status_justify: JustifyMethod = "left",
     only: Collection[str] | None = None,
-    significant: bool = False,
 ) -> Table:
     """One row per verdict of ``rv`` into ``table`` (its title, box and width are the caller's); with
-    ``only``, just the verdicts whose status is in it; with ``significant``, values at 4 significant
-    digits (the console) instead of 4 decimals (the TUI's verdict screen, until its snapshots move)."""
+    ``only``, just the verdicts whose status is in it. Values at 4 significant digits (1, not 1.0000),
+    the same on the console and the TUI's verdict screen."""
     for name, justify in _COLUMNS:
         table.add_column(name, justify=justify)
     table.add_column("Status", justify=status_justify)
@@ -44,7 +43,7 @@ def fill_verdict_table(
         row: list[str | Text] = [
             v.metric,
             v.expected,
-            format_number(v.actual, "sig", digits=4, missing="-") if significant else fmt_float(v.actual, 4),
+            format_number(v.actual, "sig", digits=4, missing="-"),
             v.unit,
             Text(v.status, style=VERDICT_STYLE.get(v.status, "")),
         ]

@@ -296,7 +296,8 @@ class NodeTable(Widget, can_focus=True):
         name = f"{rank:>2} {nv.host}" if nv.host else f"{rank:>2}"
         if rank == root:
             name = ("*" if ascii_only else "◆") + name[1:]
-        lag = "-" if median is None or nv.step is None else f"{nv.step - median:+.0f}"
+        # a whole number of steps, never "-0" (two nodes a step apart sit half a step off their median)
+        lag = "-" if median is None or nv.step is None else f"{round(nv.step - median):+d}"
         nonfinite = nv.loss is not None and fmt_float(nv.loss) in ("NaN", "inf", "-inf")
         err_style = "bold red" if nv.fatal_hits else ("yellow" if nv.error_hits else "dim")
         return (
