@@ -86,7 +86,7 @@ async def test_pilot_view_follows_growing_files_then_stop_judges(tmp_path: Path)
         tick_s=0.05,
     )
     feed = EventFeed(bus.subscribe())
-    app = CvsApp(feed, title="cvs-tui follow test", live=True, run_dir=out)
+    app = CvsApp(feed, title="cvs-tui follow test", live=True, following=True, run_dir=out)
     task = asyncio.create_task(session.follow())
     task.add_done_callback(lambda _t: bus.close())
     datas = [p.read_bytes() for p in LOGS]
@@ -118,6 +118,9 @@ async def test_pilot_view_follows_growing_files_then_stop_judges(tmp_path: Path)
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuitDialog)
+        # a follower offers to stop following, never to stop trainers or remove containers
+        said = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "nothing on the nodes is stopped" in said and "remove containers" not in said
         await pilot.press("s")  # stop: judge what was followed
         await pilot.pause()
     assert app.return_value == "stop"

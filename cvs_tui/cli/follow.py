@@ -116,6 +116,7 @@ async def _main(
                 on_quit=on_quit,
                 info={"run folder": str(folder.path), "following": ", ".join(session.names)},
                 run_dir=folder.path,
+                following=True,
             )
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)

@@ -132,6 +132,7 @@ class CvsApp(App[QuitChoice]):
         info: Mapping[str, str] | None = None,
         ascii_only: bool = False,
         live: bool = False,
+        following: bool = False,
         run_dir: Path | None = None,
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
@@ -143,6 +144,7 @@ class CvsApp(App[QuitChoice]):
         self.info: dict[str, str] = dict(info or {})
         self.ascii_only = ascii_only
         self.live = live  # leaving asks whether to stop the run or detach
+        self.following = following  # logs cvs-tui did not launch: "stop" stops only the following
         self.run_dir = run_dir
         self.folder = RunFolder(run_dir) if run_dir is not None else None
         self.export_dir = export_dir or (self.folder.exports_dir if self.folder is not None else Path.cwd())
@@ -295,7 +297,7 @@ class CvsApp(App[QuitChoice]):
             if choice is not None:
                 self.exit(choice)
 
-        self.push_screen(QuitDialog(), chosen)
+        self.push_screen(QuitDialog(following=self.following), chosen)
 
 
 async def run_tui(
@@ -307,6 +309,7 @@ async def run_tui(
     on_quit: QuitCallback | None = None,
     info: Mapping[str, str] | None = None,
     run_dir: Path | None = None,
+    following: bool = False,
 ) -> QuitChoice:
     """Show ``source`` until the user leaves. Returns "done", "stop" or "detach".
 
@@ -316,7 +319,13 @@ async def run_tui(
     """
     header = {**RunFolder(run_dir).plan_info(), **(info or {})} if run_dir is not None else dict(info or {})
     app = CvsApp(
-        source, title=title, info=header, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir
+        source,
+        title=title,
+        info=header,
+        ascii_only=ascii,
+        live=on_quit is not None,
+        following=following,
+        run_dir=run_dir,
     )
     choice = await app.run_async(mouse=mouse)
     if app.return_code not in (0, None) and choice is None:

@@ -1,4 +1,7 @@
-"""Leaving while a run is live: stop it (teardown) or detach and let it finish headless."""
+"""Leaving while a run is live: stop it (teardown) or detach and let it finish headless.
+
+Following logs that cvs-tui did not launch, nothing on the nodes is ever stopped: "stop" ends the
+following and judges the logs as they are, and the dialog says so."""
 
 from __future__ import annotations
 
@@ -28,16 +31,29 @@ class QuitDialog(ModalScreen[QuitChoice | None]):
     QuitDialog Button { margin: 0 1; }
     """
 
+    def __init__(self, *, following: bool = False) -> None:
+        super().__init__()
+        self.following = following
+
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("The run is still going. What should happen to it?")
-            yield Static(
-                "[b]s[/b] stop it: stop the trainers, remove containers, write the report\n"
-                "[b]d[/b] detach: close this view; the run goes on headless\n"
-                "[b]Esc[/b] stay here"
-            )
+            if self.following:
+                yield Static("Still following the logs. What now?")
+                yield Static(
+                    "[b]s[/b] stop following: judge the logs as they are now and write the report "
+                    "(nothing on the nodes is stopped)\n"
+                    "[b]d[/b] detach: close this view; following goes on headless\n"
+                    "[b]Esc[/b] stay here"
+                )
+            else:
+                yield Static("The run is still going. What should happen to it?")
+                yield Static(
+                    "[b]s[/b] stop it: stop the trainers, remove containers, write the report\n"
+                    "[b]d[/b] detach: close this view; the run goes on headless\n"
+                    "[b]Esc[/b] stay here"
+                )
             with Horizontal():
-                yield Button("Stop run", variant="error", id="stop")
+                yield Button("Stop following" if self.following else "Stop run", variant="error", id="stop")
                 yield Button("Detach", variant="primary", id="detach")
                 yield Button("Cancel", id="cancel")
 
