@@ -113,7 +113,7 @@ hint_uv() {
     if grep -q '^Bytecode compiled' "$1" 2>/dev/null; then
         echo "uv: listing what it installed"
     elif grep -q '^Installed ' "$1" 2>/dev/null; then
-        echo "uv: compiling ~12k installed .py files to bytecode (the longest step; no output until it ends)"
+        echo "uv: compiling ~12k .py files to bytecode (longest step, silent)"  # fits 80 columns
     elif grep -q '^Prepared ' "$1" 2>/dev/null; then
         echo "uv: linking packages into $SHOW_DIR"
     elif grep -q '^Resolved ' "$1" 2>/dev/null; then

@@ -345,9 +345,10 @@ def run_key_for(plan: Plan, run_key: str | None) -> str:
     if run_key is None:
         sweeps = [r.key for r in plan.runs if r.kind == "sweep"]
         if len(sweeps) != 1:
+            others = [r.key for r in plan.runs if r.kind != "sweep"]
             raise UserError(
-                f"--run: the config selects {len(sweeps)} runs; name the one these logs belong to with "
-                f"--run KEY (one of {[r.key for r in plan.runs]})"
+                f"--run: the config selects {len(sweeps)} sweep runs; name the one these logs belong to "
+                f"with --run KEY: {', '.join(sweeps)}" + (f" (or {', '.join(others)})" if others else "")
             )
         run_key = sweeps[0]
     return planned_run(plan, run_key).key
