@@ -275,3 +275,28 @@ def test_card_validate_suggests_the_key_meant(tmp_path: Path, capsys: pytest.Cap
     assert main(["card", "validate", str(out)]) != 0
     text = capsys.readouterr()
     assert "titel: key not allowed in a card; did you mean 'title'?" in text.out + text.err
+
+
+def test_card_validate_rederives_every_number_from_its_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A number changed by hand is a problem once the results are named; without them validate says the
+    numbers were not re-derived instead of implying they were checked."""
+    res = _single(tmp_path)
+    out = tmp_path / "card.yaml"
+    assert main(["card", str(res), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["card", "validate", str(out), "--results", str(res)]) == 0
+    said = capsys.readouterr().out
+    assert "number(s) re-derived from 1 result(s)" in said and " 0 number(s)" not in said
+    assert main(["card", "validate", str(out)]) == 0
+    assert "numbers not re-derived" in capsys.readouterr().out
+    text = out.read_text()
+    key = "tokens_per_sec_per_gpu: "
+    i = text.index(key) + len(key)
+    j = text.index("\n", i)
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text[:i] + str(float(text[i:j]) + 10000) + text[j:])
+    assert main(["card", "validate", str(edited), "--results", str(res)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any("tokens_per_sec_per_gpu" in line and "re-derived from the results" in line for line in lines)

@@ -4,7 +4,8 @@ Build: RESULTS are run folders or results.json files (one stack: same image and 
 config (its recorded config_path, or --config) supplies the workload facts; when it cannot be read the
 sweep key (BS=, PRECISION=, SL=) does. The card is validated before it is written, so a card that would
 carry a private value or break a rule is never written. Validate: YAML structure, schema, rules and the
-privacy check, one line per problem.
+privacy check, one line per problem; with --results RESULTS..., every number in the card is
+re-derived from those results and a number that differs is a problem.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cvs_tui.core.card import (
     build_card,
     card_to_yaml,
     load_card_source,
+    rederive_problems,
     validate_card_text,
     with_config,
 )
@@ -51,16 +53,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="public accelerator name for the hardware key (needed when gpu_name is a family such as mi3xx)",
     )
     p.add_argument("--image", metavar="IMAGE", help="public base image name (default: the config's image)")
+    p.add_argument(
+        "--results",
+        nargs="+",
+        metavar="RESULTS",
+        help="with validate: the run folders or results.json files the card was made from; every number "
+        "in the card is re-derived from them and a mismatch is a problem",
+    )
     add_context_options(p)
     p.set_defaults(handler=run)
 
 
-def _sources(args: argparse.Namespace) -> list[CardSource]:
+def _sources(args: argparse.Namespace, targets: list[str]) -> list[CardSource]:
     from cvs_tui.core.config.loader import load_config
 
     explicit = load_config(args.config) if args.config else None
     out = []
-    for target in args.targets:
+    for target in targets:
         src = load_card_source(target)
         loaded = explicit
         cfg_path = Path(src.results.config_path)
@@ -95,6 +104,13 @@ def _validate(args: argparse.Namespace, files: list[str]) -> int:
         raise UserError("card validate: give at least one card file")
     ctx = context_from_args(args)
     problems: list[str] = []
+    # the card the named results build, with the same options: the numbers a card may carry
+    rebuilt = (
+        build_card(_sources(args, args.results), accelerator=args.accelerator, image=args.image)
+        if args.results
+        else None
+    )
+    matched = 0
     for f in files:
         try:
             text = Path(f).read_text(encoding="utf-8")
@@ -103,18 +119,31 @@ def _validate(args: argparse.Namespace, files: list[str]) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{f}: cannot read ({exc.__class__.__name__})") from None
         problems += validate_card_text(text, source=f, context=ctx)
+        if rebuilt is not None:
+            wrong, ok = rederive_problems(text, rebuilt, source=f)
+            problems += wrong
+            matched += ok
     for line in problems:
         print(line)
     if problems:
         return 1
-    print(f"valid  {len(files)} card(s)")
+    if rebuilt is None:
+        print(
+            f"valid  {len(files)} card(s) (numbers not re-derived: give --results RESULTS... to check them)"
+        )
+    else:
+        print(
+            f"valid  {len(files)} card(s), {matched} number(s) re-derived from {len(args.results)} result(s)"
+        )
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.targets[0] == "validate":
         return _validate(args, args.targets[1:])
-    sources = _sources(args)
+    if args.results:
+        raise UserError("--results: only with `card validate CARD...` (a card is built from RESULTS)")
+    sources = _sources(args, args.targets)
     card = build_card(sources, accelerator=args.accelerator, image=args.image)
     text = card_to_yaml(card)
     ctx = context_from_args(args)

@@ -5,7 +5,7 @@ docs/card.md describes the format and the mapping from runs to items.
 
 from __future__ import annotations
 
-from cvs_tui.core.card.build import build_card, validate_card_text
+from cvs_tui.core.card.build import build_card, rederive_problems, validate_card_text
 from cvs_tui.core.card.facts import (
     CardSource,
     load_card_source,
@@ -25,6 +25,7 @@ __all__ = [
     "load_card_source",
     "load_card_yaml",
     "parse_card",
+    "rederive_problems",
     "resolve_hardware",
     "validate_card_text",
     "with_config",

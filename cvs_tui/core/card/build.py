@@ -10,11 +10,13 @@ when its run passed, completed, has a clean steady-state window, finite metrics 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cvs_tui.core.card.facts import (
+    CARD_DIGITS,
     CardSource,
     card_window,
     maxtext_config_for,
@@ -42,6 +44,7 @@ from cvs_tui.core.card.schema import (
     Status,
     VerificationEnvironment,
     Workload,
+    flat,
     load_card_yaml,
     project_index,
 )
@@ -310,4 +313,40 @@ def validate_card_text(
     return problems
 
 
-__all__ = ["build_card", "validate_card_text"]
+def rederive_problems(text: str, rebuilt: Card, *, source: str = "card") -> tuple[list[str], int]:
+    """Every number of the card's items checked against the card the named results build: one line
+    per number that differs (the card's value and the re-derived one) or that the results do not give;
+    the count of numbers that matched. A card that does not parse is left to validate_card_text."""
+    try:
+        data = load_card_yaml(text)
+    except CardYamlError:
+        return [], 0
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, dict):
+        return [], 0
+    have = flat(items, "items")
+    want = flat(rebuilt.model_dump(mode="json", exclude_none=True)["items"], "items")
+    problems: list[str] = []
+    matched = 0
+    for key, value in have.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if key not in want:
+            problems.append(f"{source}: {key}: {value} is not given by the results named (not re-derived)")
+        elif not _same_number(value, want[key]):
+            problems.append(f"{source}: {key}: {value} in the card, {want[key]} re-derived from the results")
+        else:
+            matched += 1
+    return problems, matched
+
+
+def _same_number(a: float, b: object) -> bool:
+    if isinstance(b, bool) or not isinstance(b, int | float):
+        return False
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    # the card keeps CARD_DIGITS significant digits: equal at that precision is equal
+    return float(f"{a:.{CARD_DIGITS}g}") == float(f"{b:.{CARD_DIGITS}g}")
+
+
+__all__ = ["build_card", "rederive_problems", "validate_card_text"]
