@@ -112,7 +112,7 @@ def allocation_cluster(alloc: Allocation, addresses: Sequence[str], user: str | 
 def pending_cluster(n: int, user: str | None = None) -> Cluster:
     """``plan --slurm`` outside an allocation: ``n`` nodes not known yet."""
     return Cluster(
-        nodes=[Node(host=f"<allocation node {i}>", rank=i) for i in range(n)],
+        nodes=[Node(host=f"<allocation node {i + 1}>", rank=i) for i in range(n)],  # 1-based, as plan says
         user=user or os_user(),
         source="slurm (to be requested)",
     )
