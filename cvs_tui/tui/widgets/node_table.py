@@ -21,8 +21,9 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
+from cvs_tui.core import node_phase
 from cvs_tui.core.events import GpuTelemetryEvent, HealthState, NodeState
-from cvs_tui.core.state import NodeHealthView, RunState, RunView
+from cvs_tui.core.state import NodeHealthView, NodeView, RunState, RunView
 from cvs_tui.render.format import NODE_STATE_STYLE, fmt_float, fmt_rate, fmt_steps
 from cvs_tui.tui.widgets.sparkline import sparkline
 
@@ -39,7 +40,7 @@ COLUMNS: tuple[tuple[str, int, int], ...] = (
     ("status", 12, 9),
     ("health", 12, 6),
     ("steps", 12, 8),
-    ("loss", 8, 5),
+    ("loss", 8, 7),
     ("loss trend", SPARK_WIDTH + 1, 1),
     ("tok/s/dev", 10, 4),
     ("s/step", 7, 3),
@@ -49,6 +50,23 @@ COLUMNS: tuple[tuple[str, int, int], ...] = (
     ("stalls", 11, 3),
     ("last line", 0, 0),
 )
+# Before its first step a node's status says which start-up phase it is in (the last-line column, where
+# the phase is spelt out, is the first to go on a narrow screen).
+_PHASE_WORD = {
+    node_phase.IMPORTING: "importing",
+    node_phase.DEVICES: "devices",
+    node_phase.RESTORING: "restoring",
+    node_phase.COMPILING: "compiling",
+    node_phase.FIRST_STEP: "first step",
+}
+
+
+def status_word(nv: NodeView) -> str:
+    if nv.state is NodeState.STARTING and nv.phase in _PHASE_WORD:
+        return _PHASE_WORD[nv.phase]
+    return nv.state.value
+
+
 LAST_LINE_MIN = 12  # the last line is shown only when at least this much room is left for it
 SORT_MODES: tuple[str, ...] = ("node", "lag", "errors", "status")
 # status sort: the nodes that need a look first
@@ -302,7 +320,7 @@ class NodeTable(Widget, can_focus=True):
         err_style = "bold red" if nv.fatal_hits else ("yellow" if nv.error_hits else "dim")
         return (
             Text(name, style="bold red" if rank == root else ""),
-            Text(nv.state.value, style=NODE_STATE_STYLE[nv.state]),
+            Text(status_word(nv), style=NODE_STATE_STYLE[nv.state]),
             health_cell(hv),
             Text(fmt_steps(nv.step, rv.total_steps)),
             Text(fmt_float(nv.loss), style="bold red" if nonfinite else ""),
