@@ -214,6 +214,9 @@ async def test_node_table_scrolls_sorts_and_filters_at_256_nodes(settle: Settle)
         assert order[0][0] == "lag" and app.view.runs["BIG"].nodes[order[0][1]].step == 44
         assert order[1] == ("errors", 7)
         assert order[2] == ("status", 200)
+        # the sorted column is marked in its own label; no note is written over another column's label
+        header = table._header(table.size.width).text
+        assert "status▼" in header and "errors" in header and " by " not in header, header
         await pilot.press("n", *"node-123")
         await pilot.pause()
         app.refresh_now()

@@ -382,11 +382,13 @@ class NodeTable(Widget, can_focus=True):
 
     def _header(self, width: int) -> Strip:
         style = self.get_component_rich_style("node-table--header")
-        cells = tuple(Text(label) for label, _, _ in COLUMNS)
+        # the sorted column carries the mark in its own label; notes go only where no label is
+        mark = "v" if getattr(self.app, "ascii_only", False) else "▼"
+        sorted_by = self.sort_mode if self.sort_mode != SORT_MODES[0] else None
+        cells = tuple(Text(f"{label}{mark}" if label == sorted_by else label) for label, _, _ in COLUMNS)
         strip = self._line(cells, width, style)
+        used = len(strip.text.rstrip())
         notes = []
-        if self.sort_mode != SORT_MODES[0]:
-            notes.append(f"by {self.sort_mode}")
         if self.name_filter:
             notes.append(f"{self.name_filter!r}: {len(self._ranks)}/{self._total}")
         if len(self._ranks) > self._visible_rows:
@@ -395,7 +397,8 @@ class NodeTable(Widget, can_focus=True):
             )
         if notes:
             shown = f" {'  '.join(notes)} "
-            strip = Strip.join([strip.crop(0, max(0, width - len(shown))), Strip([Segment(shown, style)])])
+            if used + 1 + len(shown) <= width:  # never over a column's label (the toasts said it too)
+                strip = Strip.join([strip.crop(0, width - len(shown)), Strip([Segment(shown, style)])])
         return strip
 
     def render_line(self, y: int) -> Strip:
