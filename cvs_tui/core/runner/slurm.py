@@ -460,6 +460,16 @@ async def side_command(
     return CommandResult(rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
+def _tail_lines(path: str, limit: int = 64 * 1024) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def _write(path: str, text: str, mode: int) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -506,6 +516,11 @@ class SlurmJob:
 
     async def exit_status(self, rank: int) -> int | None:
         return await self.step.exit_status(rank)
+
+    async def scheduler_lines(self, rank: int) -> list[str]:
+        """The last lines of the step's stderr on that rank's node (``node%n.out``: slurmstepd's
+        messages, and the task's own stderr before them)."""
+        return await asyncio.to_thread(_tail_lines, posixpath.join(self.step.folder, f"node{rank}.out"))
 
     async def cancel(self, ranks: Sequence[int]) -> None:
         """Stops the whole step (one step holds every rank; Slurm cannot TERM a single task of it)."""
