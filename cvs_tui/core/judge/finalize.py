@@ -35,6 +35,7 @@ from cvs_tui.core.results import (
     StageRecord,
     VerdictRecord,
 )
+from cvs_tui.core.run_folder import step_stderr
 from cvs_tui.core.state import RunState
 
 
@@ -207,7 +208,10 @@ def node_endings(
     for i in range(n):
         e = given[i] if given and i < len(given) else None
         path = logs[i] if logs and i < len(logs) else None
-        out.append(e if e is not None or path is None else read_log_ending(path))
+        if e is None and path is not None:
+            stderr = step_stderr(path)  # a Slurm run's folder: slurmstepd wrote to the step's stderr
+            e = read_log_ending(path) or (read_log_ending(stderr) if stderr is not None else None)
+        out.append(e)
     return out
 
 

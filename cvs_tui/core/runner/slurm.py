@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.follow import FileFollower
 from cvs_tui.core.plan import Plan, PlannedRun, SlurmFiles
+from cvs_tui.core.run_folder import SLURM_STEPS
 from cvs_tui.core.runner.launcher import (
     LaunchSpec,
     build_launcher,
@@ -681,7 +682,7 @@ class SlurmLauncher:
             from cvs_tui.core.runner.slurm_nodelocal import start_node_local
 
             return await start_node_local(self, run)
-        folder = str(self.run_dir / "slurm" / run.slug)
+        folder = str(self.run_dir / SLURM_STEPS / run.slug)
         os.makedirs(folder, exist_ok=True)
         return await self.start_specs(run.key, folder, self.specs(run, folder))
 
