@@ -55,8 +55,15 @@ def test_user_space_records_never_become_findings(case: str, facility: int, mess
 def test_kernel_records_still_become_findings() -> None:
     rec = parse_record(_record(0, XID79))
     assert rec is not None
-    got = _follower().finding(rec)
+    f = _follower()
+    got = f.finding(rec)
     assert got is not None and got.severity is Severity.FATAL and got.device == "0000:3b:00.0"
+    assert got.incident == 1 and "incident" not in got.detail
+    later = parse_record(_record(0, "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed", seq=12))
+    assert later is not None
+    again = f.finding(later)
+    assert again is not None and again.incident == 1
+    assert again.detail.endswith("; incident 1, opened by nvidia_xid")
 
 
 # --- the probe's clock (HK32-HK34) --------------------------------------------------------------------

@@ -266,6 +266,8 @@ class KernelLogFollower:
             severity = Severity.WARNING
             detail += ": this node has no such PCI device (not in /sys/bus/pci/devices), not counted"
         incident = self.incidents.add(hit, rec.usec / 1e6)
+        if incident.lines > 1:  # a later line of one fault: say which (its first line was the finding)
+            detail += f"; incident {incident.number}, opened by {incident.first.signature}"
         return HealthFinding(
             node=self.node,
             signature=hit.signature,
