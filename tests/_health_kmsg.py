@@ -14,10 +14,30 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.core.health import kmsg
 from cvs_tui.core.health.kmsg import KernelLogFollower
 from cvs_tui.core.health.model import HealthFinding
 
 SUDOERS = Path("/etc/sudoers.d/cvs-tui-health-test")
+
+
+def present_pci() -> str:
+    """A PCI address this machine has (the test nodes share its kernel and /sys)."""
+    devices = sorted(p.name for p in Path("/sys/bus/pci/devices").glob("*:*:*.*"))
+    return devices[0] if devices else "0000:00:00.0"
+
+
+# an AMD GPU reset on a device the node has (a line on a device it lacks is only a warning)
+RESET = f"amdgpu {present_pci()}: amdgpu: GPU reset begin! {{tag}}"
+
+
+@pytest.fixture
+def trust_injected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test double for a GPU driver this machine lacks. The follower only trusts records the kernel
+    logged (facility 0); lines a test writes into /dev/kmsg get facility 1 (user) from the kernel, so
+    for the duration of one test facility 1 is trusted too. Tests without it show such lines are ignored.
+    """
+    monkeypatch.setattr(kmsg, "TRUSTED_FACILITIES", frozenset({0, 1}))
 
 
 def can_write_kmsg() -> bool:

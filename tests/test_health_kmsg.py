@@ -6,7 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _health_kmsg import collecting, inject, needs_kmsg_writer, nonce, sudo_kmsg_rule
+from _health_kmsg import (
+    RESET,
+    collecting,
+    inject,
+    needs_kmsg_writer,
+    nonce,
+    sudo_kmsg_rule,
+    trust_injected,  # noqa: F401 (a fixture, used by name)
+)
 from _runner_infra import infra, kill_ssh_connection, needs_infra, ssh
 
 from cvs_tui.core.events import HealthState, Severity
@@ -17,8 +25,6 @@ from cvs_tui.core.health.kmsg import (
     parse_record,
 )
 from cvs_tui.core.runner.transport import LocalTransport
-
-RESET = "amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}"
 
 
 def test_parse_record_and_continuation() -> None:
@@ -44,6 +50,7 @@ def test_probe_reasons() -> None:
 
 
 @needs_kmsg_writer
+@pytest.mark.usefixtures("trust_injected")
 async def test_local_root_follower_reads_new_lines_only() -> None:
     before = nonce()
     inject(RESET.format(tag=before))
@@ -60,6 +67,23 @@ async def test_local_root_follower_reads_new_lines_only() -> None:
         assert abs(hit.wall_time - written) < 1.0  # kmsg monotonic stamp mapped to wall time
         assert c.with_nonce(before) == []  # logged before "now": not counted
     assert f.health.state is HealthState.FAIL
+
+
+@needs_kmsg_writer
+async def test_hk02_user_space_record_on_the_real_log_is_not_a_finding() -> None:
+    """A line written into /dev/kmsg from user space (the kernel gives it facility 1) never fails a run."""
+    f = KernelLogFollower(LocalTransport(name="local#0"), node=0, host="local")
+    assert await f.start(), f.health.reason
+    async with collecting(f) as c:
+        tag = nonce()
+        inject(RESET.format(tag=tag))
+        inject(f"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus. {tag}")
+        for _ in range(100):  # both records read (and ignored) within a few seconds
+            if f.untrusted >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert f.untrusted >= 2 and c.with_nonce(tag) == []
+    assert f.health.state is HealthState.OK
 
 
 @pytest.mark.slow
@@ -83,6 +107,7 @@ async def test_ssh_user_without_access_is_not_checked() -> None:
 @pytest.mark.slow
 @pytest.mark.infra
 @needs_infra[2]
+@pytest.mark.usefixtures("trust_injected")
 async def test_ssh_sudo_follower_two_nodes_and_reconnect() -> None:
     i = infra()
     with sudo_kmsg_rule(i.user):

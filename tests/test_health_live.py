@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _health_kmsg import inject, needs_kmsg_writer, nonce, sudo_kmsg_rule
+from _health_kmsg import (
+    RESET,
+    inject,
+    needs_kmsg_writer,
+    nonce,
+    sudo_kmsg_rule,
+    trust_injected,  # noqa: F401 (a fixture, used by name)
+)
 from _runner_infra import infra, infra_only
 from suite_fixtures.helpers import SWEEP, Setup, fast_options, make_setup, make_suite, remove_scratch_tree
 
@@ -50,7 +57,6 @@ from cvs_tui.core.events import (
 from cvs_tui.core.runner.suite import Suite
 
 SMI = Path(__file__).resolve().parent / "fixtures" / "smi"
-RESET = "amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}"
 
 
 def health_setup(
@@ -140,6 +146,7 @@ def _latency(rec: Recorder, tag: str, written: float) -> dict[str, float]:
 
 @needs_kmsg_writer
 @infra_only
+@pytest.mark.usefixtures("trust_injected")
 def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
     """Shared kernel: both nodes read the line, so this cannot show which node is blamed (see the module
     docstring); test_injected_gpu_reset_blames_the_node_that_read_it shows that with per-node access."""
@@ -192,6 +199,7 @@ def test_injected_gpu_reset_fails_the_live_run(tmp_path: Path) -> None:
 
 @needs_kmsg_writer
 @infra_only
+@pytest.mark.usefixtures("trust_injected")
 def test_finding_before_the_first_step_fails_the_run(tmp_path: Path) -> None:
     s = health_setup(tmp_path, access="sudo", env={"CVS_STANDIN_START_SLEEP": "20"})
     try:
@@ -256,6 +264,7 @@ def _per_user_setup(tmp_path: Path, user2: str) -> Setup:
 
 @needs_kmsg_writer
 @infra_only
+@pytest.mark.usefixtures("trust_injected")
 def test_injected_gpu_reset_blames_the_node_that_read_it(tmp_path: Path) -> None:
     """The right node is blamed: only node 1's user may read the kernel log, so only node 1 sees the line.
 

@@ -22,6 +22,10 @@ from _config_samples import write_config
 from cvs_tui.core.cluster import cluster_from_nodes_arg
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.events import RunOutcome, StepEvent
+from cvs_tui.core.judge.outcome import decide_outcome
+from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import build_plan
 from cvs_tui.core.runner.launcher import LaunchSpec, exit_code_from_log_tail
 from cvs_tui.core.runner.slurm import (
@@ -294,3 +298,38 @@ async def test_launcher_seam_prepare_start_side_command_teardown(tmp_path: Path)
     finally:
         assert await launcher.teardown() == []
     assert name not in slurm().cmd("squeue", "-h", "-o", "%j")
+
+
+@_mark
+@pytest.mark.slow
+async def test_time_limit_is_named_from_the_steps_stderr(tmp_path: Path) -> None:
+    """A step that outlives the job's --time is cancelled by slurmctld; the ending read from the step's
+    stderr (what the launcher hands the judge) says so, with the node, and the run's reason names it."""
+    a = await request_allocation(
+        slurm().client(), ["-N", "2", "--time=1", "-J", f"cvs-test-{uuid.uuid4().hex[:6]}"], 60
+    )
+    try:
+        job, marker = await _start(a, tmp_path, ["hang", "hang"])
+        await asyncio.gather(*(_collect(job, r, b"completed step: 2", 30) for r in range(2)))
+        codes = [await _exit(job, r, 150) for r in range(2)]  # the limit (1 min) plus slurmctld's check
+        ending = read_ending(await job.scheduler_lines(0))
+        assert ending is not None and ending.cause == "time_limit", await job.scheduler_lines(0)
+        assert ending.node == a.nodes[0] and (ending.slurm_id or "").startswith(a.job_id)
+        # the stand-in's step lines, as the judge has them (the step the run reached, when parsed)
+        steps = [
+            e
+            for e in NodeLogParser().feed(Path(job.step.log_path(0)).read_bytes())
+            if isinstance(e, StepEvent)
+        ]
+        out, reason, root = decide_outcome([steps, steps], 400, exit_codes=codes, endings=[ending, None])
+        assert out is RunOutcome.FAILED and root == 0
+        at = f" at step {steps[-1].step}" if steps else ""
+        assert reason.startswith(f"Slurm: time limit reached{at} ({a.nodes[0]})"), reason
+        assert await job.wait_ended(30)
+        for _ in range(150):  # slurmstepd's KILL after KillWait: the trainers are gone shortly after
+            if not pids_matching(marker):
+                break
+            await asyncio.sleep(0.1)
+        assert pids_matching(marker) == []
+    finally:
+        await release_allocation(slurm().client(), a)

@@ -38,9 +38,18 @@ RESULTS = "results.json"
 REPORT = "report.html"
 LOGS = "logs"
 EXPORTS = "exports"
+SLURM_STEPS = "slurm"  # the Slurm launcher's step folders: slurm/<slug>/node<rank>.sh/.log/.out
 FILE_MODE = 0o644  # shared like any file the run writes (mkstemp makes 0600)
 
 _NODE_LOG = re.compile(r"node(\d+)\.log$")
+
+
+def step_stderr(node_log: Path) -> Path | None:
+    """Where the Slurm launcher's step wrote that node's stderr (slurmstepd's lines), for a node log in
+    a run folder: ``slurm/<slug>/node<rank>.out`` beside ``logs/<slug>/node<rank>.log``; else None."""
+    if node_log.parent.parent.name != LOGS:
+        return None
+    return node_log.parent.parent.parent / SLURM_STEPS / node_log.parent.name / f"{node_log.stem}.out"
 
 
 def node_logs_in(folder: Path) -> list[Path]:

@@ -26,6 +26,8 @@ class HealthFinding:
     host: str = ""
     detail: str = ""
     seq: int | None = None  # the kmsg sequence number (unique per boot and node)
+    device: str | None = None  # the PCI address the line names
+    incident: int | None = None  # the node's incident this line belongs to (1, 2, ...)
 
     def to_event(self, attribution: Attribution | None = None) -> HealthFindingEvent:
         a = attribution or Attribution()

@@ -33,7 +33,7 @@ from cvs_tui.core.judge.column_window import column_window
 from cvs_tui.core.judge.columns import Collected, Spilled, StepColumns, collect
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.digest_merge import window_figures
-from cvs_tui.core.judge.finalize import run_context, run_record, run_verdicts
+from cvs_tui.core.judge.finalize import node_endings, run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
 from cvs_tui.core.judge.loss import convergence_section, eval_section, loss_curve_section, loss_section
 from cvs_tui.core.judge.metrics import (
@@ -416,7 +416,13 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         result.notes.append(curve_note(count, cap))
     if thinned:
         result.notes.append(series_note(thinned, cap, run_window=wcount))
-    decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
+    logs = [Path(d.record.log_path) if d.record.log_path else None for d in digests]
+    decided = decide_outcome(
+        slim,
+        run.steps,
+        final_loss=result.metrics.get("training.final_loss"),
+        endings=node_endings(len(digests), None, logs),
+    )
     verdicts = run_verdicts(run, result, decided[0])
     result.loss_curve_points = curve_points(result.loss_curve_points, cap)
     nodes = [

@@ -23,6 +23,7 @@ from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.records import finite, node_record, run_environment, window_record
 from cvs_tui.core.judge.verdicts import FAIL, PASS, RECORD, Verdict, judge_all
 from cvs_tui.core.judge.window import WINDOW_DEFINITION
+from cvs_tui.core.parse.endings import Ending, read_log_ending
 from cvs_tui.core.plan import JudgeSpec, Plan, PlannedRun
 from cvs_tui.core.results import (
     ErrorRecord,
@@ -34,6 +35,7 @@ from cvs_tui.core.results import (
     StageRecord,
     VerdictRecord,
 )
+from cvs_tui.core.run_folder import step_stderr
 from cvs_tui.core.state import RunState
 
 
@@ -159,9 +161,12 @@ def finalize_run(
     started_at: float | None = None,
     ended_at: float | None = None,
     health: Mapping[str, float] | None = None,
+    endings: Sequence[Ending | None] | None = None,
 ) -> RunRecord:
     """Judge one planned run from each node's events (index = rank). ``health``: the run's ``health.*``
-    metric values (live runs that watched node health), judged like any other metric."""
+    metric values (live runs that watched node health), judged like any other metric. ``endings``: how
+    the scheduler ended each node's run where the launcher read it (the Slurm step's stderr); a node
+    without one is read from the tail of its log (a job's output holds slurmstepd's lines too)."""
     clocks = [
         log_clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
     ]
@@ -177,6 +182,7 @@ def finalize_run(
         reason=reason,
         root_cause_node=root_cause_node,
         final_loss=result.metrics.get("training.final_loss"),
+        endings=node_endings(len(node_events), endings, node_logs),
     )
     verdicts = run_verdicts(run, result, out)
     nodes: list[NodeRecord] = []
@@ -192,6 +198,21 @@ def finalize_run(
     return run_record(
         run, result, (out, why, root), verdicts, nodes, errors, node_events, started_at, ended_at
     )
+
+
+def node_endings(
+    n: int, given: Sequence[Ending | None] | None, logs: Sequence[Path | None] | None
+) -> list[Ending | None]:
+    """Per node: the scheduler's ending the launcher read, else the one at the end of the node's log."""
+    out: list[Ending | None] = []
+    for i in range(n):
+        e = given[i] if given and i < len(given) else None
+        path = logs[i] if logs and i < len(logs) else None
+        if e is None and path is not None:
+            stderr = step_stderr(path)  # a Slurm run's folder: slurmstepd wrote to the step's stderr
+            e = read_log_ending(path) or (read_log_ending(stderr) if stderr is not None else None)
+        out.append(e)
+    return out
 
 
 def run_record(

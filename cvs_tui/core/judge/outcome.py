@@ -1,5 +1,9 @@
 """A run's outcome from its nodes' events and exit codes: complete or failed (with the first fatal error
-and its node), or the hung/interrupted outcome a live run already decided."""
+and its node), or the hung/interrupted outcome a live run already decided.
+
+When the scheduler ended a node's run (``core.parse.endings``: a time limit, an OOM kill, a node
+failure, a preemption, a requeue, a task's exit code or signal, a cancel), the reason names it, with the
+last step the run reached: "Slurm: time limit reached at step 120", never only "stopped early"."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from cvs_tui.core.events import (
     StepEvent,
 )
 from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.parse.endings import NODE_FAILURE, OOM_KILL, PREEMPTION, REQUEUE, TIME_LIMIT, Ending
 
 # an error that is usually the fallout of another node's failure, not its cause
 _SECONDARY_ERROR = re.compile(r"coordinat|heartbeat|barrier|preempt|peer|remote", re.I)
@@ -39,6 +44,22 @@ def _hit_text(h: ErrorHit | NonFiniteAbortEvent) -> str:
     return f"{h.name}: {text[:160]}{'…' if len(text) > 160 else ''}"
 
 
+# the scheduler killed the run from outside: what the trainer printed while dying is fallout
+_EXTERNAL = frozenset({TIME_LIMIT, PREEMPTION, NODE_FAILURE, REQUEUE, OOM_KILL})
+
+
+def _scheduler_ending(
+    endings: Sequence[Ending | None] | None, node_events: Sequence[Sequence[LogEvent]]
+) -> tuple[int, str] | None:
+    """The node whose log holds the scheduler's ending, and the reason naming it (with the last step)."""
+    found = [(i, e) for i, e in enumerate(endings or ()) if e is not None]
+    if not found:
+        return None
+    i, e = min(found, key=lambda x: (x[1].cause not in _EXTERNAL, x[0]))
+    steps = [ev.step for evs in node_events for ev in evs if isinstance(ev, StepEvent)]
+    return i, e.describe(max(steps) if steps else None)
+
+
 def decide_outcome(
     node_events: Sequence[Sequence[LogEvent]],
     total_steps: int,
@@ -48,8 +69,12 @@ def decide_outcome(
     reason: str = "",
     root_cause_node: int | None = None,
     final_loss: MetricValue | None = None,
+    endings: Sequence[Ending | None] | None = None,
 ) -> tuple[RunOutcome, str, int | None]:
-    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept."""
+    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept.
+    ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler)."""
+    sched = _scheduler_ending(endings, node_events)
+    external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
     fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
     first_fatal: tuple[int, str] | None = None
     if fatal:
@@ -61,6 +86,8 @@ def decide_outcome(
     if outcome is not None and outcome not in (RunOutcome.COMPLETE, RunOutcome.FAILED):
         # hung or interrupted: keep that outcome, and name the first fatal error if the logs hold one
         why = reason or outcome.value
+        if sched is not None and external:
+            why = f"{why}; {sched[1]}"
         if first_fatal is not None:
             return outcome, f"{why}; first fatal error: {first_fatal[1]}", first_fatal[0]
         return outcome, why, root_cause_node
@@ -72,6 +99,8 @@ def decide_outcome(
         elif codes[i] is None and logged:
             codes[i] = logged[-1]
     if first_fatal is not None:
+        if sched is not None and external:  # a time limit or OOM kill, then the trainer's dying words
+            return RunOutcome.FAILED, f"{sched[1]}; then {first_fatal[1]}", sched[0]
         return RunOutcome.FAILED, first_fatal[1], first_fatal[0]
     if final_loss is not None and final_loss.absent == "non_finite":
         return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
@@ -79,16 +108,24 @@ def decide_outcome(
     if bad:
         # a live run knows which node failed first; the others were stopped as its victims
         node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
+        if sched is not None:
+            return RunOutcome.FAILED, f"{sched[1]} (node {node} exited with code {code})", sched[0]
         return RunOutcome.FAILED, f"node {node} exited with code {code}", node
     if outcome is RunOutcome.FAILED:
+        if sched is not None:
+            return outcome, f"{reason}; {sched[1]}" if reason else sched[1], root_cause_node
         return outcome, reason or "the run failed", root_cause_node
     last = [max((e.step for e in evs if isinstance(e, StepEvent)), default=None) for evs in node_events]
     logged = [x for x in last if x is not None]
     if not logged:
+        if sched is not None:
+            return RunOutcome.FAILED, f"{sched[1]} before any training step was logged", sched[0]
         return RunOutcome.FAILED, "no training step was logged by any node", root_cause_node
     short = [(i, x) for i, x in enumerate(last) if x is None or x < total_steps - 1]
     if short and len(logged) == len(last):
         i, x = short[0]
+        if sched is not None:
+            return RunOutcome.FAILED, f"{sched[1]}; node {i} log ends at step {x} of {total_steps}", sched[0]
         return (
             RunOutcome.FAILED,
             f"node {i} log ends at step {x} of {total_steps} (steps 0..{total_steps - 1}): "
@@ -100,6 +137,8 @@ def decide_outcome(
     cut = next(((i, x) for i, x in short if x is not None), None)
     if cut is not None:
         i, x = cut
+        if sched is not None:
+            return RunOutcome.FAILED, f"{sched[1]}; node {i} log ends at step {x} of {total_steps}", sched[0]
         return RunOutcome.FAILED, f"node {i} log ends at step {x} of {total_steps}", i
     return RunOutcome.COMPLETE, reason, root_cause_node
 

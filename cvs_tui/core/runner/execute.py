@@ -43,6 +43,7 @@ from cvs_tui.core.health.model import (
 )
 from cvs_tui.core.health.model import failure_reason as health_failure_reason
 from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import RunRecord
 from cvs_tui.core.run_folder import RunFolder
@@ -186,6 +187,8 @@ class RunExecution:
             await asyncio.gather(*readers, poller, return_exceptions=True)
             for r in ranks:
                 await self._drain(pr, job, r)
+                with contextlib.suppress(NodeLost, OSError):
+                    r.ending = read_ending(await job.scheduler_lines(r.watch.rank))
         return verdict or Verdict(RunOutcome.COMPLETE, "", None, self.clock())
 
     def _broken(self, readers: Sequence[asyncio.Task[None]], poller: asyncio.Task[None]) -> str | None:
@@ -349,6 +352,7 @@ class RunExecution:
             started_at=started,
             ended_at=self.clock(),
             health=self._health_metrics(pr.key),
+            endings=[r.ending for r in ranks],
         )
         for r in ranks:
             if r.dropped_warnings and r.watch.rank < len(rec.nodes):

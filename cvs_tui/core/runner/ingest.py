@@ -28,6 +28,7 @@ from cvs_tui.core.events import (
     StepKind,
 )
 from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.runner.watchdog import NodeWatch
 
@@ -53,6 +54,7 @@ class RankLog:
     cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
     warnings: int = 0  # warning hits seen
     dropped_warnings: int = 0  # warning hits past WARNINGS_KEPT (counted, not kept)
+    ending: Ending | None = None  # how the scheduler ended this rank's task (Slurm), read after the run
 
 
 def feed_rank(

@@ -19,6 +19,7 @@ from cvs_tui.core.judge.finalize import (
     stall_events,
     verdict_events,
 )
+from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
@@ -43,8 +44,10 @@ def judge_run(
     started_at: float,
     ended_at: float,
     health: Mapping[str, float] | None = None,
+    endings: Sequence[Ending | None] | None = None,
 ) -> RunRecord:
-    """One finished run, judged from each rank's parsed events (index = rank)."""
+    """One finished run, judged from each rank's parsed events (index = rank); ``endings``: how the
+    scheduler ended each rank's task, where the launcher could read it."""
     return finalize_run(
         run,
         node_events,
@@ -58,6 +61,7 @@ def judge_run(
         started_at=started_at,
         ended_at=ended_at,
         health=health,
+        endings=endings,
     )
 
 

@@ -80,6 +80,11 @@ class Job(Protocol):
         """TERM the ranks' trainers (their whole process group / job step), grace, then KILL."""
         ...
 
+    async def scheduler_lines(self, rank: int) -> list[str]:
+        """The scheduler's own last lines about that rank's task (Slurm: the step's stderr, where
+        slurmstepd writes ``*** STEP ... CANCELLED ... DUE TO TIME LIMIT ***``); [] without a scheduler."""
+        ...
+
 
 class Launcher(Protocol):
     """Starts planned runs on the plan's nodes. Constructed as ``cls(plan, options)``."""

@@ -85,6 +85,10 @@ class NodeJob:
         if tailer is not None:
             tailer.stop()
 
+    async def scheduler_lines(self, rank: int) -> list[str]:
+        del rank
+        return []  # SSH + Docker: no scheduler ends the run
+
     async def read_rest(self, rank: int) -> bytes:
         tailer = self._tailers.get(rank)
         if tailer is None:

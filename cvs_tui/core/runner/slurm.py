@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.follow import FileFollower
 from cvs_tui.core.plan import Plan, PlannedRun, SlurmFiles
+from cvs_tui.core.run_folder import SLURM_STEPS
 from cvs_tui.core.runner.launcher import (
     LaunchSpec,
     build_launcher,
@@ -460,6 +461,16 @@ async def side_command(
     return CommandResult(rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
+def _tail_lines(path: str, limit: int = 64 * 1024) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def _write(path: str, text: str, mode: int) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -506,6 +517,11 @@ class SlurmJob:
 
     async def exit_status(self, rank: int) -> int | None:
         return await self.step.exit_status(rank)
+
+    async def scheduler_lines(self, rank: int) -> list[str]:
+        """The last lines of the step's stderr on that rank's node (``node%n.out``: slurmstepd's
+        messages, and the task's own stderr before them)."""
+        return await asyncio.to_thread(_tail_lines, posixpath.join(self.step.folder, f"node{rank}.out"))
 
     async def cancel(self, ranks: Sequence[int]) -> None:
         """Stops the whole step (one step holds every rank; Slurm cannot TERM a single task of it)."""
@@ -666,7 +682,7 @@ class SlurmLauncher:
             from cvs_tui.core.runner.slurm_nodelocal import start_node_local
 
             return await start_node_local(self, run)
-        folder = str(self.run_dir / "slurm" / run.slug)
+        folder = str(self.run_dir / SLURM_STEPS / run.slug)
         os.makedirs(folder, exist_ok=True)
         return await self.start_specs(run.key, folder, self.specs(run, folder))
 
