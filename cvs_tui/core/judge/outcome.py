@@ -16,6 +16,7 @@ from cvs_tui.core.events import (
     StepEvent,
 )
 from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.parse.tracebacks import TRACEBACK
 
 # an error that is usually the fallout of another node's failure, not its cause
 _SECONDARY_ERROR = re.compile(r"coordinat|heartbeat|barrier|preempt|peer|remote", re.I)
@@ -29,14 +30,57 @@ def _fatal_hits(events: Sequence[LogEvent]) -> list[ErrorHit | NonFiniteAbortEve
     ]
 
 
-_GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.-]+:\d+\]\s*")
+_GLOG_HEADER = re.compile(
+    r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.-]+:\d+\]|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] [^\s\]]+:\d+\])\s*"
+)
+_REASON_CHARS = 160
+# Where the cause of a long error line is spelled out, most telling first: an absl status, a collective
+# that failed, the error a wrapper passes on, an HSA status, an XLA status code. The reason shows the
+# line's start and then that part.
+_CAUSES = tuple(
+    re.compile(p)
+    for p in (
+        r"absl::Status: ",
+        r"[NR]CCL operation \w+\(",
+        r"Original error: ",
+        r"HSA_STATUS_\w+",
+        r"\b(?:DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|UNAVAILABLE|FAILED_PRECONDITION|UNIMPLEMENTED|ABORTED): ",
+    )
+)
+# a traceback within this many lines after a node's first fatal line is the error it died of (the line
+# before is orbax or XLA logging what it is about to raise)
+TRACEBACK_REACH = 40
 
 
 def _hit_text(h: ErrorHit | NonFiniteAbortEvent) -> str:
     if isinstance(h, NonFiniteAbortEvent):
         return f"training aborted on {h.value} loss"
     text = _GLOG_HEADER.sub("", h.text.strip())
-    return f"{h.name}: {text[:160]}{'…' if len(text) > 160 else ''}"
+    if len(text) <= _REASON_CHARS:
+        return f"{h.name}: {text}"
+    for cause in _CAUSES:
+        m = cause.search(text, _REASON_CHARS // 2)
+        if m is not None:
+            c = m.start()
+            return f"{h.name}: {text[:60]}… {text[c : c + 100]}{'…' if len(text) > c + 100 else ''}"
+    return f"{h.name}: {text[:_REASON_CHARS]}…"
+
+
+def _root_hit(events: Sequence[LogEvent]) -> list[ErrorHit | NonFiniteAbortEvent]:
+    """The hit a node failed of: its first fatal hit, or the traceback that follows it closely."""
+    hits = _fatal_hits(events)
+    if not hits:
+        return []
+    first = hits[0]
+    tb = next(
+        (
+            h
+            for h in hits[1:]
+            if isinstance(h, ErrorHit) and h.name == TRACEBACK and h.line - first.line <= TRACEBACK_REACH
+        ),
+        None,
+    )
+    return [tb or first]
 
 
 def decide_outcome(
@@ -50,7 +94,7 @@ def decide_outcome(
     final_loss: MetricValue | None = None,
 ) -> tuple[RunOutcome, str, int | None]:
     """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept."""
-    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
+    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _root_hit(evs)]
     first_fatal: tuple[int, str] | None = None
     if fatal:
         primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
