@@ -195,7 +195,9 @@ def test_error_hit_carries_the_text_and_number_of_the_line_that_matched() -> Non
     assert hit.text == "KeyError: 'k'"
     # a hit on a continuation line of the record names that line, not the record's first; the hits of one
     # traceback stand on its exception line (one incident)
-    text = H + 'x.py:1] ok\nTraceback (most recent call last):\n  File "t.py", line 3, in f\nValueError: bad\n'
+    text = (
+        H + 'x.py:1] ok\nTraceback (most recent call last):\n  File "t.py", line 3, in f\nValueError: bad\n'
+    )
     assert [(h.name, h.line, h.text) for h in hits(text)] == [
         ("python traceback", 4, "ValueError: bad (last frame: t.py:3 in f)"),
         ("AssertionError", 4, "ValueError: bad"),
