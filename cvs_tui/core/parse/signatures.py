@@ -131,7 +131,9 @@ def _compile_all(error_patterns: dict[str, str] | None) -> tuple[Signature, ...]
     ]
     for patterns, severity, org in groups:
         for name, pattern in patterns.items():
-            sig = _compile_one(str(name), pattern, severity, org)
+            # a config's set holds the built-in patterns it runs beside: those keep their origin
+            builtin = org == "config" and DEFAULT_ERROR_PATTERNS.get(str(name)) == pattern
+            sig = _compile_one(str(name), pattern, severity, "builtin" if builtin else org)
             if sig is not None:
                 out.append(sig)
     return tuple(out)
