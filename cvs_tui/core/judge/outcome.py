@@ -58,6 +58,10 @@ def _hit_text(h: ErrorHit | NonFiniteAbortEvent) -> str:
     text = _GLOG_HEADER.sub("", h.text.strip())
     if len(text) <= _REASON_CHARS:
         return f"{h.name}: {text}"
+    exc, sep, frame = text.rpartition(" (last frame: ")
+    if h.name == TRACEBACK and sep:
+        # the exception line, shortened, and where it was raised
+        return f"{h.name}: {exc[: _REASON_CHARS - 40]}… (last frame: {frame}"
     for cause in _CAUSES:
         m = cause.search(text, _REASON_CHARS // 2)
         if m is not None:
