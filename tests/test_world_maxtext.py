@@ -13,11 +13,6 @@ from world import maxtext
 
 # label file stem -> what cvs-tui does not read yet
 KNOWN_MISSES = {
-    "a3-h100-llama2-7b-nsys-run1-2024": (
-        "nsys 'Capture range started/ended' lines are not window events: the 10.2 s step after the nsys "
-        "report stays in the window and pulls TFLOP/s 5 % under the typical step's"
-    ),
-    "a3-h100-llama2-7b-nsys-run2-2024": "as run 1: nsys capture boundaries are not window events",
     "tpu-v5p-deepseek2-16b-docs-2024": (
         "the 3-step warm-up keeps step 3 (0.699 s, dispatch still settling) in a 10-step log's window: "
         "TFLOP/s and tokens/s 4.6 % over the steady steps'"

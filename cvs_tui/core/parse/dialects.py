@@ -26,6 +26,7 @@ from cvs_tui.core.events import (
     NonFiniteAbortEvent,
     ParamsEvent,
     ProcessCountEvent,
+    ProfilerMarkEvent,
     StepEvent,
     StepKind,
     SystemInfoEvent,
@@ -614,6 +615,16 @@ def devices(rec: bytes, line: int) -> list[LogEvent]:
     return [DevicesEvent(int(m.group(1)), shape, line)]
 
 
+_NSYS_CAPTURE = re.compile(rb"Capture range (started|ended) in the application")
+
+
+def profiler_marks(rec: bytes, line: int) -> list[LogEvent]:
+    """nsys's capture-range lines (MaxText's own profiler boundaries are profiler steps)."""
+    return [
+        ProfilerMarkEvent(f"nsys capture {m.group(1).decode()}", line) for m in _NSYS_CAPTURE.finditer(rec)
+    ]
+
+
 PROCESS_ANCHORS = (b"[process=", b"tasks that reached the barrier: ")
 _PROC_INDEX = re.compile(rb"\[process=(\d{1,6})\]")
 _PROC_BARRIER = re.compile(rb"tasks that reached the barrier: \d{1,6}/(\d{1,6})")
@@ -720,6 +731,7 @@ RULES: tuple[tuple[tuple[bytes, ...], Handler | None], ...] = (
     ((b"system information: ",), sysinfo),
     ((b"num_devices: ",), devices),
     (PROCESS_ANCHORS, None),
+    ((b"capture range ",), profiler_marks),
     ((b"number parameters: ",), params),
     ((b"memory size: ",), memory_estimate),
     ((b"memstats", b"using (gb) "), None),
