@@ -42,6 +42,8 @@ from cvs_tui.core.events import (
     NodeStatusEvent,
     NonFiniteAbortEvent,
     ParamsEvent,
+    ProcessCountEvent,
+    ProfilerMarkEvent,
     RunEndEvent,
     RunEvent,
     RunOutcome,
@@ -141,6 +143,8 @@ LOG_EVENTS: list[LogEvent] = [
     TflopsPerStepEvent(total_tflops=10.5, weight_pct=None, attention_pct=3.0, line=4),
     SystemInfoEvent(key="jax", value="0.4.35", line=5),
     DevicesEvent(num_devices=8, mesh_shape=(1, 8), line=6),
+    ProcessCountEvent(processes=16, exact=True, line=6),
+    ProfilerMarkEvent(what="nsys capture started", line=6),
     ParamsEvent(billions=1.1, line=7),
     MemoryEstimateEvent(
         total_gb=70.0, output_gb=None, temp_gb=1.0, argument_gb=2.0, host_temp_gb=None, line=8

@@ -14,6 +14,7 @@ from cvs_tui.core.config.blocks import ThresholdKind
 from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, load_config
 from cvs_tui.core.config.model import CvsConfig, dump_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.parse import DEFAULT_ERROR_PATTERNS
 
 LINE = re.compile(r"^\S.*: .+; .+$")  # `<json.path>: <problem>; <fix>`
 
@@ -268,8 +269,15 @@ def test_bad_error_pattern_regex(tmp_path: Path) -> None:
 
 def test_error_patterns_kept_verbatim(tmp_path: Path) -> None:
     pats = {"NCCL ERROR": "NCCL ERROR|NCCL timeout", "x": r"code \d{3}"}
-    loaded = load_config(write_config(tmp_path, lambda c: c.update(error_patterns=pats)))
-    assert loaded.error_patterns == pats
+    loaded = load_config(write_config(tmp_path / "a", lambda c: c.update(error_patterns=pats)))
+    assert loaded.config.error_patterns == pats
+    # scanned beside the built-in set (a config pattern of a built-in name replaces it) ...
+    assert loaded.error_patterns == {**DEFAULT_ERROR_PATTERNS, **pats}
+    # ... or alone when the config opts out
+    alone = load_config(
+        write_config(tmp_path / "b", lambda c: c.update(error_patterns=pats, error_patterns_builtin=False))
+    )
+    assert alone.error_patterns == pats
 
 
 def test_checkpoint_resume_checks(tmp_path: Path) -> None:

@@ -190,12 +190,16 @@ def test_necessary_literals_cover_alternations_and_groups() -> None:
 def test_error_hit_carries_the_text_and_number_of_the_line_that_matched() -> None:
     text = H + "x.py:1] ok\n" + "Traceback (most recent call last):\n  File \"t.py\", line 3\nKeyError: 'k'\n"
     (hit,) = hits(text)
-    assert (hit.name, hit.line, hit.origin) == ("python traceback", 2, "always")
-    assert hit.text == "Traceback (most recent call last):"
-    # a hit on a continuation line of the record names that line, not the record's first
-    text = H + 'x.py:1] ok\nTraceback (most recent call last):\n  File "t.py", line 3\nValueError: bad\n'
+    # a traceback names its exception line and stands on it (a report's context shows the last frames)
+    assert (hit.name, hit.line, hit.origin) == ("python traceback", 4, "always")
+    assert hit.text == "KeyError: 'k'"
+    # a hit on a continuation line of the record names that line, not the record's first; the hits of one
+    # traceback stand on its exception line (one incident)
+    text = (
+        H + 'x.py:1] ok\nTraceback (most recent call last):\n  File "t.py", line 3, in f\nValueError: bad\n'
+    )
     assert [(h.name, h.line, h.text) for h in hits(text)] == [
-        ("python traceback", 2, "Traceback (most recent call last):"),
+        ("python traceback", 4, "ValueError: bad (last frame: t.py:3 in f)"),
         ("AssertionError", 4, "ValueError: bad"),
     ]
 

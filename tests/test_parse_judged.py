@@ -93,8 +93,9 @@ def test_each_hit_names_its_own_line_within_the_record(native: bool) -> None:
         'Traceback (most recent call last):\n  File "t.py", line 3\n'
         "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12 bytes\n"
     ).encode()
+    # the traceback and the hits inside it stand on its exception line (one incident), the traceback first
     assert fatal(parse(log, native)) == [
-        ("python traceback", 2, "Traceback (most recent call last):"),
+        ("python traceback", 4, "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12 bytes"),
         ("resource", 4, "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12 bytes"),
         ("out of memory", 4, "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 12 bytes"),
     ]

@@ -355,6 +355,21 @@ SYNTH_LINES: list[bytes] = [
     b"node-3:1:1 [0] NCCL ERROR while rsmi_dev_gpu_metrics_info_get failed",
     b"E0000 00:00:1776581480.935398 10 cuda_platform.cc:51] failed call to cuInit\nHIP error: hipErrorX\r"
     b"Could not determine PCIe bandwidth",
+    # step-line vintages: fields left out (2023 `TFLOP/s`, 2024 without tokens or weights), inserted
+    # (an MFU %, lr, grad_norm), repeated, not numbers, no loss at all
+    b"completed step: 3, seconds: 0.771, TFLOP/s/device: 178.149, loss: 322.881",
+    b"completed step: 1, seconds: 8.693, TFLOP/s: 1.731, loss: 9.206",
+    b"completed step: 9, seconds: 1.341, TFLOP/s/device: 257.929, Tokens/s/device: 36653.244, loss: 0.000",
+    b" 8: completed step: 71, seconds: 30.309, TFLOP/s/device: 207.973, MFU: 8.32%, Tokens/s/device: 8.1, "
+    b"total_weights: 9, loss: 3.5",
+    ABSL + b"metric_logger.py:226] completed step: 2, seconds: 10.228, TFLOP/s/device: 350.869, "
+    b"Tokens/s/device: 19222.175, total_weights: 1572864, loss: 12.980, lm_loss: 12.980, "
+    b"perplexity: 433463.719, moe_lb_loss: 0.000, lr: 3.000e-04, grad_norm: 1.234e+01",
+    b"completed step: 4, seconds: 0.2, loss: 1.0, loss: 2.0, MFU: x%, MFU: 5%, live slice count: 3, "
+    b"Samples/s/device: 0.0854, %: 1",
+    b"completed step: 4, seconds: 0.2, live slice count: x, loss: 1.0",
+    b"completed step: 5, seconds: 0.2, TFLOP/s/device: 1.0",
+    b"completed step: 5, seconds: 0.2, total_weights: x, loss: 1.0",
     # non-finite rates, header-less steps, restore timing
     b"completed step: 3, seconds: 0.1, TFLOP/s/device: nan, Tokens/s/device: inf, total_weights: 8, "
     b"loss: 7.0",
@@ -371,6 +386,10 @@ TOKENS: list[bytes] = [
     b"completed step: ",
     b", loss: nan",
     b", TFLOP/s/device: nan",
+    b", TFLOP/s: ",
+    b", MFU: 8.32%",
+    b", live slice count: ",
+    b", loss: ",
     b"NCCL ERROR ",
     b"rsmi_dev_gpu_metrics_info_get failed",
     b"/jax/orbax/read/",

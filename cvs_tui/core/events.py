@@ -81,6 +81,25 @@ class SystemInfoEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfilerMarkEvent:
+    """A profiler outside MaxText starting or stopping its capture (nsys: `Capture range started in the
+    application.`): the host interval of the steps around it holds the profiler's work."""
+
+    what: str  # "nsys capture started" | "nsys capture ended"
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessCountEvent:
+    """How many processes (hosts) the job has, as one rank's log tells it: exactly (`# of tasks that
+    reached the barrier: 8/16`) or at least (orbax's `[process=15]`: 16 or more). Logged when it rises."""
+
+    processes: int
+    exact: bool
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class DevicesEvent:
     """`Num_devices: N, shape (...)`."""
 
@@ -217,6 +236,8 @@ LogEvent = (
     | TflopsPerStepEvent
     | SystemInfoEvent
     | DevicesEvent
+    | ProcessCountEvent
+    | ProfilerMarkEvent
     | ParamsEvent
     | MemoryEstimateEvent
     | MemStatsEvent

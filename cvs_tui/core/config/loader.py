@@ -29,6 +29,7 @@ from cvs_tui.core.config.problems import Problems, add_validation_errors, did_yo
 from cvs_tui.core.config.sweeps import build_runs
 from cvs_tui.core.config.thresholds import check_coverage, check_gated, parse_thresholds, read_json_object
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.parse.signatures import DEFAULT_ERROR_PATTERNS
 
 __all__ = ["DISTRIBUTED_ENV_VARS", "LoadedConfig", "RunSpec", "find_changeme", "load_config"]
 
@@ -65,6 +66,18 @@ class LoadedConfig:
     def all_synthetic(self) -> bool:
         """True when no selected run needs the tokenizer (smoke and checkpoint runs reuse a sweep's)."""
         return all(r.maxtext_config.get("dataset_type") == "synthetic" for r in self.runs)
+
+
+def effective_error_patterns(patterns: dict[str, str] | None, builtin: bool = True) -> dict[str, str] | None:
+    """The signatures a run scans: None (the built-in set) when the config has no error_patterns; else the
+    config's beside the built-in set (a config pattern named as a built-in one replaces it), or alone when
+    error_patterns_builtin is false. A config's own list so never catches less than the built-in set
+    unless it says so."""
+    if patterns is None:
+        return None
+    if not builtin:
+        return dict(patterns)
+    return {**DEFAULT_ERROR_PATTERNS, **patterns}
 
 
 def drop_comments(node: Any, parts: list[str | int], problems: Problems) -> Any:
@@ -284,10 +297,10 @@ def _semantic_checks(
 
     patterns = doc.get("error_patterns")
     if isinstance(patterns, dict):
-        if not patterns:
+        if not patterns and doc.get("error_patterns_builtin") is False:
             warnings.append(
-                "error_patterns: empty, so no error pattern is scanned; "
-                "remove the block for the built-in defaults"
+                "error_patterns: empty with error_patterns_builtin false, so no error pattern is scanned; "
+                "remove both for the built-in set"
             )
         for name, pattern in patterns.items():
             if isinstance(pattern, str):
@@ -446,6 +459,6 @@ def load_config(path: str | os.PathLike[str], *, user: str | None = None) -> Loa
         preflight_errors=preflight,
         runs=runs,
         model_label=label,
-        error_patterns=config.error_patterns,
+        error_patterns=effective_error_patterns(config.error_patterns, config.error_patterns_builtin),
         maxtext_keys_note=maxtext_keys_note,
     )

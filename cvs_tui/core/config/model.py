@@ -117,7 +117,11 @@ class CvsConfig(_Strict):
     checkpoint_resume: CheckpointResume = Field(default_factory=CheckpointResume)
     health: Health = Field(default_factory=Health)
     error_patterns: dict[str, str] | None = Field(
-        default=None, description="name -> regex; absent = built-in."
+        default=None, description="name -> regex, scanned beside the built-in set; absent = built-in only."
+    )
+    error_patterns_builtin: bool = Field(
+        default=True,
+        description="false: error_patterns replace the built-in set (upstream CVS) instead of adding to it.",
     )
     sweeps: dict[str, dict[str, Any]] = Field(default_factory=dict)
     runs: list[str] | None = Field(default=None, description="Sweep keys to run, in order; absent = all.")

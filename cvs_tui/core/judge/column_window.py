@@ -19,6 +19,7 @@ from cvs_tui.core.events import (
     EvalEvent,
     EvalStartEvent,
     LogEvent,
+    ProfilerMarkEvent,
 )
 from cvs_tui.core.judge.background import Interval, background_intervals
 from cvs_tui.core.judge.clock import LineClock
@@ -142,6 +143,8 @@ def drops(
         elif isinstance(ev, EvalEvent):
             what = "eval"
             explicit = ev.step if ev.dialect is not EvalDialect.RUNNING else eval_step
+        elif isinstance(ev, ProfilerMarkEvent):
+            what = "profiler boundary"
         if not what:
             continue
         if explicit is not None:

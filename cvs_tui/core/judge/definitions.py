@@ -46,7 +46,8 @@ METRIC_DEFINITIONS: dict[str, MetricDef] = {
     "training.tokens_per_sec_per_gpu": MetricDef(
         "tok/s/GPU",
         "Tokens per device in the steady-state window (Tokens/s/device x seconds per step, or total_weights "
-        "/ devices) divided by the window's time: tokens_per_sec_total / all devices.",
+        "/ devices, or the plan's per_device_batch_size x max_target_length when the log prints neither) "
+        "divided by the window's time: tokens_per_sec_total / all devices.",
     ),
     "training.tokens_per_sec_total": MetricDef(
         "tok/s total",

@@ -131,14 +131,37 @@ def merge_window(nodes: Sequence[ColumnFiles], out: ColumnFiles) -> Merged:
     return Merged(out, count, ranges)
 
 
-def _tokens(c: Arrays, devices: int | None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Each step's tokens per device (Tokens/s/device x seconds, else total_weights / devices)."""
+def _tokens(
+    c: Arrays, devices: int | None, planned: float | None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Each step's tokens per device (metrics.tokens_per_device over arrays)."""
     import numpy as np
 
-    given = c["tok_ok"].astype(np.bool_, copy=False)
-    tw = c["tw"].astype(np.float64, copy=False)
-    ok = given | (c["tw_ok"].astype(np.bool_, copy=False) & bool(devices))
-    return np.where(given, c["tok"].astype(np.float64, copy=False), tw / (devices or 1)), ok
+    return _tokens_of(
+        c["tok"].astype(np.float64, copy=False),
+        c["tok_ok"].astype(np.bool_, copy=False),
+        c["tw"].astype(np.float64, copy=False),
+        c["tw_ok"].astype(np.bool_, copy=False),
+        devices,
+        planned,
+    )
+
+
+def _tokens_of(
+    tok: npt.NDArray[np.float64],
+    tok_ok: npt.NDArray[np.bool_],
+    tw: npt.NDArray[np.float64],
+    tw_ok: npt.NDArray[np.bool_],
+    devices: int | None,
+    planned: float | None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Tokens/s/device x seconds, else total_weights / devices, else the plan's tokens per step."""
+    import numpy as np
+
+    by_weights = tw_ok & bool(devices)
+    ok = tok_ok | by_weights | (planned is not None)
+    rest = np.where(by_weights, tw / (devices or 1), math.nan if planned is None else planned)
+    return np.where(tok_ok, tok, rest), ok
 
 
 def _flops(c: Arrays, tflops_step: float | None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
@@ -159,7 +182,10 @@ def _own_sum(files: ColumnFiles, tokens: bool, run: RunInputs) -> float | None:
     def values() -> Iterator[list[float]]:
         nonlocal every
         for _, c in files.chunks(_TOK if tokens else _FL, size=spill.CHUNK):
-            v, ok = _tokens(c, run.global_devices) if tokens else _flops(c, run.tflops_per_step)
+            if tokens:
+                v, ok = _tokens(c, run.global_devices, run.tokens_per_step)
+            else:
+                v, ok = _flops(c, run.tflops_per_step)
             every = every and bool(ok.all())
             yield v[ok].tolist()
 
@@ -214,7 +240,7 @@ def node_figures(
             if window is None or i not in run.with_steps:
                 continue
             for c in _common_chunks(files, window):
-                tk_v, tk_ok = _tokens(c, run.global_devices)
+                tk_v, tk_ok = _tokens(c, run.global_devices, run.tokens_per_step)
                 fl_v, fl_ok = _flops(c, run.tflops_per_step)
                 tokens_ok = tokens_ok and bool(tk_ok.all())
                 flops_ok = flops_ok and bool(fl_ok.all())
@@ -311,8 +337,7 @@ def _window_figures(
     stats: list[NodeStats] = []
     for i, d in enumerate(digests):
         a = _load(d.arrays)
-        tok_ok = a.tok_ok | (a.tw_ok & bool(devices))
-        tok = np.where(a.tok_ok, a.tok, a.tw / (devices or 1))
+        tok, tok_ok = _tokens_of(a.tok, a.tok_ok, a.tw, a.tw_ok, devices, run.tokens_per_step)
         fl_ok = a.fl_ok | (tflops_step is not None)
         fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
         ok = d.stats.step_time_mean_ms is not None

@@ -51,6 +51,7 @@ def run_context(spec: JudgeSpec, num_nodes: int) -> RunContext:
         scaling_baseline=spec.scaling_baseline,
         convergence=spec.convergence,
         loss_curve=spec.loss_curve,
+        tokens_per_step=spec.tokens_per_step,
     )
 
 

@@ -21,6 +21,7 @@ from cvs_tui.core.events import (
     CheckpointEvent,
     DevicesEvent,
     LogEvent,
+    ProcessCountEvent,
     StepEvent,
     StepKind,
     TflopsPerStepEvent,
@@ -81,6 +82,8 @@ class RunContext:
     scaling_baseline: ScalingBaseline = field(default_factory=ScalingBaseline)
     convergence: Convergence = field(default_factory=Convergence)
     loss_curve: LossCurve = field(default_factory=LossCurve)
+    # the plan's tokens per device per step, for logs that print neither Tokens/s/device nor total_weights
+    tokens_per_step: float | None = None
 
 
 @dataclass(slots=True)
@@ -123,12 +126,14 @@ def per_step_events(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
     return out
 
 
-def tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
+def tokens_per_device(ev: StepEvent, num_devices: int | None, planned: float | None = None) -> float | None:
+    """A step's tokens per device: Tokens/s/device x seconds, else total_weights / devices, else the plan's
+    tokens per device per step (``planned``; older MaxText prints neither), else None."""
     if ev.tokens_per_device is not None and ev.seconds is not None and math.isfinite(ev.tokens_per_device):
         return ev.tokens_per_device * ev.seconds
     if ev.total_weights is not None and num_devices:
         return ev.total_weights / num_devices
-    return None
+    return planned
 
 
 def tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
@@ -174,6 +179,11 @@ class RunInputs:
     tflops_per_step: float | None  # the 'Per train step' TFLOPs line, when logged
 
     @property
+    def tokens_per_step(self) -> float | None:
+        """The plan's tokens per device per step (see tokens_per_device)."""
+        return self.ctx.tokens_per_step
+
+    @property
     def ref(self) -> int | None:
         """The node losses are read from: node 0, or the first that logged steps (SPMD losses are global)."""
         return self.with_steps[0] if self.with_steps else None
@@ -192,7 +202,17 @@ def run_devices(
     )
     num_nodes = max(ctx.num_nodes, 1)
     devices_per_node = ctx.gpus_per_node
-    if devices_ev is not None and devices_ev.num_devices % num_nodes == 0:
+    procs, exact = process_count(node_events)
+    if devices_ev is not None and procs > num_nodes and devices_ev.num_devices % procs == 0:
+        # `Num_devices` is global: the logs read are some ranks of a bigger job
+        devices_per_node = devices_ev.num_devices // procs
+        how = "" if exact else "at least "
+        sheet.notes.append(
+            f"the log reports {devices_ev.num_devices} devices over {how}{procs} processes: "
+            f"{devices_per_node} per node; per-device figures hold, totals cover the {num_nodes} node(s) "
+            "whose logs were read"
+        )
+    elif devices_ev is not None and devices_ev.num_devices % num_nodes == 0:
         logged = devices_ev.num_devices // num_nodes
         if logged != ctx.gpus_per_node:
             sheet.notes.append(
@@ -203,6 +223,16 @@ def run_devices(
     total_devices = devices_per_node * num_nodes
     global_devices = devices_ev.num_devices if devices_ev is not None else total_devices
     return num_nodes, devices_per_node, total_devices, global_devices, tps_ev.total_tflops if tps_ev else None
+
+
+def process_count(node_events: Sequence[Sequence[LogEvent]]) -> tuple[int, bool]:
+    """(the job's process count, whether exactly) from the logs' ProcessCountEvents; (0, False) when none
+    says. An exact count wins over an 'at least'."""
+    exact = [e.processes for evs in node_events for e in evs if isinstance(e, ProcessCountEvent) and e.exact]
+    if exact:
+        return max(exact), True
+    low = [e.processes for evs in node_events for e in evs if isinstance(e, ProcessCountEvent)]
+    return (max(low), False) if low else (0, False)
 
 
 def _run_inputs(
@@ -291,7 +321,7 @@ def _perf(
     for i in with_steps:
         for s in window:
             ev = per_step[i][s]
-            tk = tokens_per_device(ev, run.global_devices)
+            tk = tokens_per_device(ev, run.global_devices, run.tokens_per_step)
             fl = tflops_per_device(ev, run.tflops_per_step)
             if tk is None:
                 tokens_ok = False
@@ -367,7 +397,13 @@ def put_perf_figures(
         put("training.tokens_per_sec_total", tok_total)
     else:
         for k in ("training.tokens_per_sec_per_gpu", "training.tokens_per_sec_total"):
-            put(k, None, "not_produced", "step lines carry neither Tokens/s/device nor total_weights")
+            put(
+                k,
+                None,
+                "not_produced",
+                "step lines carry neither Tokens/s/device nor total_weights, and the plan gives no "
+                "per_device_batch_size x max_target_length",
+            )
     if flops is not None:
         tflops_gpu = flops / n_dev_nodes / t
         put("training.tflops_per_sec_per_gpu", tflops_gpu)
@@ -458,7 +494,7 @@ def _node_stats(run: RunInputs) -> list[NodeStats]:
         w = [s for s in run.windows[i].steps if s in ps]
         secs = [ps[s].seconds or 0.0 for s in w]
         t = sum(secs)
-        tk = [tokens_per_device(ps[s], run.global_devices) for s in w]
+        tk = [tokens_per_device(ps[s], run.global_devices, run.tokens_per_step) for s in w]
         fl = [tflops_per_device(ps[s], run.tflops_per_step) for s in w]
         ok = bool(w) and t > 0
         tk_known = [x for x in tk if x is not None]

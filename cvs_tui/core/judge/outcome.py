@@ -21,6 +21,7 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.judge.definitions import MetricValue
 from cvs_tui.core.parse.endings import NODE_FAILURE, OOM_KILL, PREEMPTION, REQUEUE, TIME_LIMIT, Ending
+from cvs_tui.core.parse.tracebacks import TRACEBACK
 
 # an error that is usually the fallout of another node's failure, not its cause
 _SECONDARY_ERROR = re.compile(r"coordinat|heartbeat|barrier|preempt|peer|remote", re.I)
@@ -34,14 +35,61 @@ def _fatal_hits(events: Sequence[LogEvent]) -> list[ErrorHit | NonFiniteAbortEve
     ]
 
 
-_GLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.-]+:\d+\]\s*")
+_GLOG_HEADER = re.compile(
+    r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+\s+[\w.-]+:\d+\]|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] [^\s\]]+:\d+\])\s*"
+)
+_REASON_CHARS = 160
+# Where the cause of a long error line is spelled out, most telling first: an absl status, a collective
+# that failed, the error a wrapper passes on, an HSA status, an XLA status code. The reason shows the
+# line's start and then that part.
+_CAUSES = tuple(
+    re.compile(p)
+    for p in (
+        r"absl::Status: ",
+        r"[NR]CCL operation \w+\(",
+        r"Original error: ",
+        r"HSA_STATUS_\w+",
+        r"\b(?:DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|UNAVAILABLE|FAILED_PRECONDITION|UNIMPLEMENTED|ABORTED): ",
+    )
+)
+# a traceback within this many lines after a node's first fatal line is the error it died of (the line
+# before is orbax or XLA logging what it is about to raise)
+TRACEBACK_REACH = 40
 
 
 def _hit_text(h: ErrorHit | NonFiniteAbortEvent) -> str:
     if isinstance(h, NonFiniteAbortEvent):
         return f"training aborted on {h.value} loss"
     text = _GLOG_HEADER.sub("", h.text.strip())
-    return f"{h.name}: {text[:160]}{'…' if len(text) > 160 else ''}"
+    if len(text) <= _REASON_CHARS:
+        return f"{h.name}: {text}"
+    exc, sep, frame = text.rpartition(" (last frame: ")
+    if h.name == TRACEBACK and sep:
+        # the exception line, shortened, and where it was raised
+        return f"{h.name}: {exc[: _REASON_CHARS - 40]}… (last frame: {frame}"
+    for cause in _CAUSES:
+        m = cause.search(text, _REASON_CHARS // 2)
+        if m is not None:
+            c = m.start()
+            return f"{h.name}: {text[:60]}… {text[c : c + 100]}{'…' if len(text) > c + 100 else ''}"
+    return f"{h.name}: {text[:_REASON_CHARS]}…"
+
+
+def _root_hit(events: Sequence[LogEvent]) -> list[ErrorHit | NonFiniteAbortEvent]:
+    """The hit a node failed of: its first fatal hit, or the traceback that follows it closely."""
+    hits = _fatal_hits(events)
+    if not hits:
+        return []
+    first = hits[0]
+    tb = next(
+        (
+            h
+            for h in hits[1:]
+            if isinstance(h, ErrorHit) and h.name == TRACEBACK and h.line - first.line <= TRACEBACK_REACH
+        ),
+        None,
+    )
+    return [tb or first]
 
 
 # the scheduler killed the run from outside: what the trainer printed while dying is fallout
@@ -75,7 +123,7 @@ def decide_outcome(
     ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler)."""
     sched = _scheduler_ending(endings, node_events)
     external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
-    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
+    fatal = [(i, h) for i, evs in enumerate(node_events) for h in _root_hit(evs)]
     first_fatal: tuple[int, str] | None = None
     if fatal:
         primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal

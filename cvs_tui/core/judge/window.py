@@ -14,6 +14,7 @@ from cvs_tui.core.events import (
     EvalEvent,
     EvalStartEvent,
     LogEvent,
+    ProfilerMarkEvent,
     StepEvent,
     StepKind,
 )
@@ -30,13 +31,13 @@ MIN_CLEAN_STEPS = 5
 WINDOW_DEFINITION = (
     f"Steady-state window: train steps with seconds, minus warm-up (step numbers below {WARMUP_STEPS} and "
     f"the first {WARMUP_STEPS} logged steps), minus every step whose host interval holds a checkpoint save, "
-    "an eval, a profiler boundary or a rampup step. An event naming step S (a save, an eval, its running "
-    "eval steps) drops S, S+1 (the work runs after S's dispatch, inside S+1's interval) and S+2 (pipelining "
-    "hands it a catch-up interval that is too short); an event naming no step drops the three steps after "
-    "the "
-    "last step line written before it (MaxText writes step lines at least one step late). A stall is "
-    "dropped too: a step whose seconds exceed max(median + 6 x 1.4826 x MAD, 3 x median, median + 1 s) of "
-    "the node's own post-warm-up steps (see 'Stalls and goodput'). The perf "
+    "an eval, a profiler boundary (MaxText's, or an nsys capture range starting or ending) or a rampup "
+    "step. An event naming step S (a save, an eval, its running eval steps) drops S, S+1 (the work runs "
+    "after S's dispatch, inside S+1's interval) and S+2 (pipelining hands it a catch-up interval that is "
+    "too short); an event naming no step drops the three steps after the last step line written before it "
+    "(MaxText writes step lines at least one step late). A stall is dropped too: a step whose seconds "
+    "exceed max(median + 6 x 1.4826 x MAD, 3 x median, median + 1 s) of the node's own post-warm-up steps "
+    "(see 'Stalls and goodput'). The perf "
     f"metrics use the steps clean on every node; fewer than {MIN_CLEAN_STEPS} of them makes every perf "
     "metric inconclusive (this minimum suits CPU-size and smoke runs; production runs keep hundreds)."
 )
@@ -97,6 +98,8 @@ def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = 
         elif isinstance(ev, EvalEvent):
             what = "eval"
             explicit = ev.step if ev.dialect is not EvalDialect.RUNNING else eval_step
+        elif isinstance(ev, ProfilerMarkEvent):
+            what = "profiler boundary"
         if not what:
             continue
         if explicit is not None:

@@ -800,7 +800,7 @@ typedef struct {
 } span;
 
 typedef struct {
-    span st, sec, sl, tf, tok, tw, loss, ex;
+    span st, sec, ex; /* ex: the `, key: value` pairs after the seconds */
 } step_match;
 
 /* `LABEL` then a run of at most max_digits digits (max_digits > 0) or a value (see value()) at *j: its
@@ -817,35 +817,22 @@ static int field(uc *b, Py_ssize_t *j, Py_ssize_t n, const char *label, int max_
     return 1;
 }
 
-/* the part after `, seconds: VALUE` up to the loss value, with the two optional groups tried in the
- * order the regex tries them (present before absent) */
-static Py_ssize_t match_tail(uc *b, Py_ssize_t j, Py_ssize_t n, step_match *m, int with_sl, int with_tf) {
-    m->sl.s = m->tf.s = m->tok.s = -1;
-    if (with_sl && !field(b, &j, n, ", live slice count: ", 9, 1, &m->sl)) return -1;
-    if (with_tf && !(field(b, &j, n, ", TFLOP/s/device: ", 0, 1, &m->tf) &&
-                     field(b, &j, n, ", Tokens/s/device: ", 0, 1, &m->tok)))
-        return -1;
-    if (!field(b, &j, n, ", total_weights: ", 0, 1, &m->tw) || !field(b, &j, n, ", loss: ", 0, 0, &m->loss))
-        return -1;
-    return j;
-}
+static inline int is_key(unsigned char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '/' || c == ' '; }
 
-/* STEP regex at p (`completed step: ` already seen there): match end or -1 */
+/* STEP regex at p (`completed step: ` already seen there): match end or -1. The pairs are
+ * `(?:, [A-Za-z_][A-Za-z0-9_/ ]{0,63}: [^,\s]{1,64})*` (dialects.STEP_KEY). */
 static Py_ssize_t match_step(uc *b, Py_ssize_t p, Py_ssize_t n, step_match *m) {
     Py_ssize_t j = p + 16;
-    if (!field(b, &j, n, "", 12, 1, &m->st) || !field(b, &j, n, ", seconds: ", 0, 1, &m->sec)) return -1;
-    Py_ssize_t t = -1;
-    for (int sl = 1; sl >= 0 && t < 0; sl--)
-        for (int tf = 1; tf >= 0 && t < 0; tf--) t = match_tail(b, j, n, m, sl, tf);
-    if (t < 0) return -1;
-    /* extras: `(?:, [A-Za-z_]{1,64}: [^,\s]{1,64})*` */
+    if (!field(b, &j, n, "", 12, 1, &m->st) || !field(b, &j, n, ", seconds: ", 0, 0, &m->sec)) return -1;
+    Py_ssize_t t = j;
     m->ex.s = t;
     for (;;) {
         if (!LIT(b, t, n, ", ")) break;
-        Py_ssize_t k = t + 2, lim = t + 2 + 65 < n ? t + 2 + 65 : n;
-        while (k < lim && (is_alpha(b[k]) || b[k] == '_')) k++;
-        Py_ssize_t r = k - (t + 2);
-        if (r < 1 || r > 64 || !LIT(b, k, n, ": ")) break;
+        Py_ssize_t k = t + 2;
+        if (k >= n || !(is_alpha(b[k]) || b[k] == '_')) break;
+        Py_ssize_t lim = k + 64 < n ? k + 64 : n;
+        for (k++; k < lim && is_key(b[k]); k++) {}
+        if (!LIT(b, k, n, ": ")) break;
         Py_ssize_t v = value(b, k + 2, n, 0);
         if (v < 0) break;
         t = v;
@@ -877,29 +864,71 @@ static PyObject *key_str(uc *s, Py_ssize_t len) {
     return x;
 }
 
-/* `, key: value, key: value` -> dict; NULL with ValueError when a value is not a number */
-static PyObject *extras(uc *b, Py_ssize_t i, Py_ssize_t j) {
+/* The step fields of the `, key: value` pairs b[i:j] (dialects.step_fields): the known keys into v[], the
+ * others into a dict (a value may end in `%`; one that is not a number is left out). 0 on success; -1
+ * with ValueError set when the line is not a step (no loss, or a known field that is not a number), -1
+ * with another error on failure. The first of a key wins. */
+static int step_fields(uc *b, Py_ssize_t i, Py_ssize_t j, PyObject **v) {
     PyObject *d = PyDict_New();
-    if (!d || i >= j) return d;
-    Py_ssize_t t = i;
-    while (t < j) {
+    if (!d) return -1;
+    v[F_EX] = d;
+    for (Py_ssize_t t = i; t < j;) {
         Py_ssize_t k0 = t + 2, k1 = k0;
         while (b[k1] != ':') k1++;
         Py_ssize_t v0 = k1 + 2, v1 = v0;
         while (v1 < j && b[v1] != ',') v1++;
-        PyObject *key = key_str(b + k0, k1 - k0);
-        PyObject *val = key ? to_float(b, v0, v1) : NULL;
-        if (!val || PyDict_SetItem(d, key, val) < 0) {
-            Py_XDECREF(key);
-            Py_XDECREF(val);
-            Py_DECREF(d);
-            return NULL;
+        t = v1;
+        Py_ssize_t klen = k1 - k0;
+        int slot = -1;
+#define KEY(s) (klen == (Py_ssize_t)(sizeof(s) - 1) && memcmp(b + k0, s, sizeof(s) - 1) == 0)
+        if (KEY("loss")) slot = F_LOSS;
+        else if (KEY("TFLOP/s/device") || KEY("TFLOP/s")) slot = F_TF;
+        else if (KEY("Tokens/s/device")) slot = F_TOK;
+        else if (KEY("total_weights")) slot = F_TW;
+        else if (KEY("live slice count")) slot = F_SL;
+#undef KEY
+        if (slot >= 0) {
+            if (v[slot]) continue;
+            if (slot == F_SL) {
+                int ok = v1 - v0 <= 9;
+                for (Py_ssize_t q = v0; ok && q < v1; q++) ok = is_digit(b[q]);
+                if (!ok) {
+                    PyErr_SetString(PyExc_ValueError, "live slice count");
+                    return -1;
+                }
+                v[slot] = to_int(b, v0, v1);
+            } else {
+                v[slot] = to_float(b, v0, v1);
+            }
+            if (!v[slot]) return -1;
+            continue;
         }
+        PyObject *key = key_str(b + k0, klen);
+        if (!key) return -1;
+        int has = PyDict_Contains(d, key);
+        if (has != 0) {
+            Py_DECREF(key);
+            if (has < 0) return -1;
+            continue;
+        }
+        Py_ssize_t e = (v1 - v0 > 1 && b[v1 - 1] == '%') ? v1 - 1 : v1;
+        PyObject *val = to_float(b, v0, e);
+        if (!val) {
+            Py_DECREF(key);
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+            PyErr_Clear();
+            continue;
+        }
+        int bad = PyDict_SetItem(d, key, val) < 0;
         Py_DECREF(key);
         Py_DECREF(val);
-        t = v1;
+        if (bad) return -1;
     }
-    return d;
+    if (!v[F_LOSS]) {
+        PyErr_SetString(PyExc_ValueError, "no loss");
+        return -1;
+    }
+    return 0;
 }
 
 /* `buf[s:p].endswith(tag)` */
@@ -949,6 +978,7 @@ static PyObject *absl_source(uc *b, Py_ssize_t r0, Py_ssize_t r1, src_memo *memo
 static PyObject *make_step(uc *b, Py_ssize_t n_all, step_match *m, Py_ssize_t s, Py_ssize_t p, PyObject *line,
                            src_memo *memo) {
     PyObject *v[NFIELDS] = {NULL};
+    if (step_fields(b, m->ex.s, m->ex.e, v) < 0) goto fail;
     /* header: absl fast path, else the Python reader */
     if (is_level(b[s]) && s + 5 <= n_all && is_digit(b[s + 1]) && is_digit(b[s + 2]) && is_digit(b[s + 3]) &&
         is_digit(b[s + 4]) && p - 2 >= s && first_close(b, s, p) == p - 2) {
@@ -979,13 +1009,9 @@ static PyObject *make_step(uc *b, Py_ssize_t n_all, step_match *m, Py_ssize_t s,
     v[F_KIND] = Py_NewRef(ramp ? kind_rampup : kind_train);
     v[F_LINE] = Py_NewRef(line);
     if (!(v[F_STEP] = to_int(b, m->st.s, m->st.e))) goto fail;
-    if (!(v[F_LOSS] = to_float(b, m->loss.s, m->loss.e))) goto fail;
     if (!(v[F_SEC] = to_float(b, m->sec.s, m->sec.e))) goto fail;
-    if (!(v[F_TF] = m->tf.s < 0 ? Py_NewRef(Py_None) : to_float(b, m->tf.s, m->tf.e))) goto fail;
-    if (!(v[F_TOK] = m->tok.s < 0 ? Py_NewRef(Py_None) : to_float(b, m->tok.s, m->tok.e))) goto fail;
-    if (!(v[F_TW] = to_float(b, m->tw.s, m->tw.e))) goto fail;
-    if (!(v[F_SL] = m->sl.s < 0 ? Py_NewRef(Py_None) : to_int(b, m->sl.s, m->sl.e))) goto fail;
-    if (!(v[F_EX] = extras(b, m->ex.s, m->ex.e))) goto fail;
+    for (int k = F_TF; k <= F_SL; k++)
+        if (!v[k]) v[k] = Py_NewRef(Py_None);
     PyObject *obj = step_cls->tp_alloc(step_cls, 0);
     if (!obj) goto fail;
     for (int k = 0; k < NFIELDS; k++) *(PyObject **)((char *)obj + step_offsets[k]) = v[k];

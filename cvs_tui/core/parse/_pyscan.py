@@ -157,7 +157,10 @@ def make_step(
 ) -> StepEvent | None:
     """The StepEvent of one step-regex match in the record starting at ``s`` (None if a value is bad)."""
     p = m.start()
-    st, sec, sl, tf, tok, tw, loss, ex = m.groups()
+    st, sec, pairs = m.groups()
+    fields = d.step_fields(pairs)
+    if fields is None:
+        return None
     src_fn = _src_fn or d.source_of
     # absl header: the source is the last word before the first "] ", right before the step
     if buf[s] in _GLOG_LEVELS and buf.find(b"] ", s, p) == p - 2 and buf[s + 1 : s + 5].isdigit():
@@ -171,23 +174,12 @@ def make_step(
     kind = _kind_train
     if rampup and (buf.endswith(d.RAMPUP_TAG[0], s, p) or buf.endswith(d.RAMPUP_TAG[1], s, p)):
         kind = _kind_rampup
+    loss, tf, tok, tw, sl, extras = fields
     try:
-        return _step_cls(
-            int(st),
-            float(loss),
-            line,
-            kind,
-            float(sec),
-            float(tf) if tf is not None else None,
-            float(tok) if tok is not None else None,
-            float(tw),
-            int(sl) if sl is not None else None,
-            d.step_extras(ex) if ex else {},
-            stamp,
-            source,
-        )
+        seconds = float(sec)
     except ValueError:  # a value that is not a number: not a step line after all
         return None
+    return _step_cls(int(st), loss, line, kind, seconds, tf, tok, tw, sl, extras, stamp, source)
 
 
 def fatal_records(buf: bytes, starts: list[int], end: int, skip: Collection[int]) -> set[int]:

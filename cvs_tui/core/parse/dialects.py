@@ -25,6 +25,8 @@ from cvs_tui.core.events import (
     MemStatsEvent,
     NonFiniteAbortEvent,
     ParamsEvent,
+    ProcessCountEvent,
+    ProfilerMarkEvent,
     StepEvent,
     StepKind,
     SystemInfoEvent,
@@ -146,14 +148,79 @@ def _text(raw: bytes) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Train steps: found by one scan of the whole chunk (they are most of a log).
 # ---------------------------------------------------------------------------------------------------------
-# Values are taken loosely (anything up to the next comma) and checked by float(): faster than
-# spelling out the number grammar, and a value float() rejects drops the step.
+# A step line is `completed step: N, seconds: S` and then any `, key: value` pairs, in any order: MaxText
+# vintages differ in which fields they print (2023: `TFLOP/s`, 2024: no Tokens/s/device, no total_weights;
+# rampup steps omit the rates), harnesses insert their own (`MFU: 8.32%`) and newer MaxText appends
+# lm_loss, perplexity, moe_lb_loss, ... The known keys fill the step's fields (step_fields); a line without
+# a loss is not a step. Values are taken loosely (anything up to the next comma or blank, at most 64 bytes)
+# and checked by float(): a known field float() rejects drops the step, an unknown one is left out.
 _V = rb"([^,\s]{1,64})"
+STEP_KEY = rb"[A-Za-z_][A-Za-z0-9_/ ]{0,63}"
 STEP = re.compile(
-    rb"completed step: (\d{1,12}), seconds: " + _V + rb"(?:, live slice count: (\d{1,9}))?"
-    rb"(?:, TFLOP/s/device: " + _V + rb", Tokens/s/device: " + _V + rb")?"
-    rb", total_weights: " + _V + rb", loss: " + _V + rb"((?:, [A-Za-z_]{1,64}: [^,\s]{1,64})*)"
+    rb"completed step: (\d{1,12}), seconds: " + _V + rb"((?:, " + STEP_KEY + rb": [^,\s]{1,64})*)"
 )
+# key -> the StepEvent field it fills; the first of a key in a line wins
+STEP_FIELDS: dict[bytes, str] = {
+    b"loss": "loss",
+    b"TFLOP/s/device": "tflops",
+    b"TFLOP/s": "tflops",  # MaxText 2023: per device, before the suffix was added
+    b"Tokens/s/device": "tokens",
+    b"total_weights": "total_weights",
+    b"live slice count": "live_slices",
+}
+StepFields = tuple[float, float | None, float | None, float | None, int | None, dict[str, float]]
+
+
+def step_fields(raw: bytes) -> StepFields | None:
+    """The `, key: value` pairs of a step line (as the step regex matched them) -> (loss, TFLOP/s, tokens/s,
+    total_weights, live slices, extras); None when the line has no loss or a known field is not a number
+    (not a step line after all). An extra's value may end in `%` (`MFU: 8.32%`); one that is not a number
+    is left out."""
+    found: dict[str, float | int] = {}
+    extras: dict[str, float] = {}
+    if raw:
+        for part in raw[2:].split(b", "):
+            k, _, v = part.partition(b": ")
+            name = STEP_FIELDS.get(k)
+            if name is not None:
+                if name in found:
+                    continue
+                if name == "live_slices":
+                    if not (len(v) <= 9 and v.isdigit()):
+                        return None
+                    found[name] = int(v)
+                    continue
+                try:
+                    found[name] = float(v)
+                except ValueError:
+                    return None
+                continue
+            key = _step_key(k)
+            if key in extras:
+                continue
+            if len(v) > 1 and v.endswith(b"%"):
+                v = v[:-1]
+            try:
+                extras[key] = float(v)
+            except ValueError:
+                continue
+    if "loss" not in found:
+        return None
+    sl = found.get("live_slices")
+    return (
+        float(found["loss"]),
+        _opt(found.get("tflops")),
+        _opt(found.get("tokens")),
+        _opt(found.get("total_weights")),
+        None if sl is None else int(sl),
+        extras,
+    )
+
+
+def _opt(v: float | int | None) -> float | None:
+    return None if v is None else float(v)
+
+
 RAMPUP_TAG = (b"[Rampup Batch Size Phase], ", b"[Rampup Batch Size Phase] ")
 PROF_STEP = re.compile(
     rb"completed profiler activation/deactivation step: (\d{1,12}), total_weights: (" + NUM + rb"), "
@@ -162,17 +229,21 @@ PROF_STEP = re.compile(
 _KEY_CACHE: dict[bytes, str] = {}
 
 
+def _step_key(k: bytes) -> str:
+    key = _KEY_CACHE.get(k)
+    if key is None:
+        key = k.decode("ascii")
+        if len(_KEY_CACHE) < 4096:
+            _KEY_CACHE[k] = key
+    return key
+
+
 def step_extras(raw: bytes) -> dict[str, float]:
     """`, key: value, key: value` (already validated by the step regex) -> {key: value}."""
     out: dict[str, float] = {}
     for part in raw[2:].split(b", "):
         k, _, v = part.partition(b": ")
-        key = _KEY_CACHE.get(k)
-        if key is None:
-            key = k.decode("ascii")
-            if len(_KEY_CACHE) < 4096:
-                _KEY_CACHE[k] = key
-        out[key] = float(v)
+        out[_step_key(k)] = float(v)
     return out
 
 
@@ -544,6 +615,43 @@ def devices(rec: bytes, line: int) -> list[LogEvent]:
     return [DevicesEvent(int(m.group(1)), shape, line)]
 
 
+_NSYS_CAPTURE = re.compile(rb"Capture range (started|ended) in the application")
+
+
+def profiler_marks(rec: bytes, line: int) -> list[LogEvent]:
+    """nsys's capture-range lines (MaxText's own profiler boundaries are profiler steps)."""
+    return [
+        ProfilerMarkEvent(f"nsys capture {m.group(1).decode()}", line) for m in _NSYS_CAPTURE.finditer(rec)
+    ]
+
+
+PROCESS_ANCHORS = (b"[process=", b"tasks that reached the barrier: ")
+_PROC_INDEX = re.compile(rb"\[process=(\d{1,6})\]")
+_PROC_BARRIER = re.compile(rb"tasks that reached the barrier: \d{1,6}/(\d{1,6})")
+
+
+class ProcessCount:
+    """The job's process count from one rank's lines (ProcessCountEvent), logged only when it rises: orbax
+    tags hundreds of lines with the same `[process=K]`."""
+
+    def __init__(self) -> None:
+        self.at_least = 0
+        self.exact = 0
+
+    def __call__(self, rec: bytes, line: int) -> list[LogEvent]:
+        out: list[LogEvent] = []
+        m = _PROC_BARRIER.search(rec)
+        if m is not None and int(m.group(1)) > self.exact:
+            self.exact = int(m.group(1))
+            out.append(ProcessCountEvent(self.exact, True, line))
+        if not self.exact:
+            k = max((int(x) for x in _PROC_INDEX.findall(rec)), default=-1)
+            if k + 1 > max(self.at_least, 1):
+                self.at_least = k + 1
+                out.append(ProcessCountEvent(self.at_least, False, line))
+        return out
+
+
 def params(rec: bytes, line: int) -> list[LogEvent]:
     m = NPARAM.search(rec)
     return [ParamsEvent(float(m.group(1)), line)] if m else []
@@ -616,12 +724,14 @@ Handler = Callable[[bytes, int], list[LogEvent]]
 
 # (anchor literals, lower-case; handler). A record whose folded text holds an anchor is handed to the
 # handler once, and the handler's regexes decide. A record's events come in this order (after its steps).
-# `None` marks the two handlers that need the parser: profiler steps (the record header) and Memstats
-# (a label record, then one record per device).
+# `None` marks the handlers that need the parser: profiler steps (the record header), Memstats (a label
+# record, then one record per device) and the process count (logged when it rises).
 RULES: tuple[tuple[tuple[bytes, ...], Handler | None], ...] = (
     ((b"completed profiler",), None),
     ((b"system information: ",), sysinfo),
     ((b"num_devices: ",), devices),
+    (PROCESS_ANCHORS, None),
+    ((b"capture range ",), profiler_marks),
     ((b"number parameters: ",), params),
     ((b"memory size: ",), memory_estimate),
     ((b"memstats", b"using (gb) "), None),

@@ -24,6 +24,7 @@ from cvs_tui.core.parse import dialects as d
 from cvs_tui.core.parse.literals import LiteralFinder
 from cvs_tui.core.parse.records import RECORD_CAP, Batch, RecordSplitter
 from cvs_tui.core.parse.signatures import Signature, compile_signatures
+from cvs_tui.core.parse.tracebacks import TRACEBACK, exception_in_line, exception_line
 
 ERROR_TEXT_CAP = 2000  # characters of a line kept in an ErrorHit
 _RANK_ERR = 50
@@ -55,6 +56,7 @@ class NodeLogParser:
         self._early_rate: list[int] = []
         self._sigs: list[Signature] = compile_signatures(error_patterns)
         self._memstats = d.MemStats()
+        self._processes = d.ProcessCount()
         # one literal finder for the line-kind anchors and the signatures' necessary literals
         literals = [anchor for anchors, _ in d.RULES for anchor in anchors]
         for sig in self._sigs:
@@ -185,7 +187,7 @@ class NodeLogParser:
         append = out.append
         found = self._finder.find(buf, starts, end)
         # most batches (step lines only) hold no literal at all: nothing to look up per rule then
-        for r, (_anchors, handler) in enumerate(d.RULES if found else ()):
+        for r, (anchors, handler) in enumerate(d.RULES if found else ()):
             lits = self._rule_lits[r]
             found_recs = found.get(lits[0])
             for lit in lits[1:]:
@@ -204,6 +206,8 @@ class NodeLogParser:
                 elif r == 0:  # profiler steps carry the header's source
                     _lvl, source, stamp = d.header_info(rec)
                     evs = d.profiler_steps(rec, lines[i], source, stamp)
+                elif anchors is d.PROCESS_ANCHORS:
+                    evs = self._processes(rec, lines[i])
                 else:
                     evs = self._memstats(rec, lines[i])
                 for k, ev in enumerate(evs):
@@ -291,6 +295,8 @@ def judge_record(
     ``matched``: the signatures that match the record (with where); ``own``: (position, name) of the
     parser's fatal hits. A benign signature vetoes a builtin or config hit only on the line both match;
     a hit reports the first line it (still) stands on, with that line's text. Each name once per record.
+    A traceback is one incident: its hit and every hit after its header stand on its exception line, and
+    the traceback hit's text is that line (see ``tracebacks``).
     """
     segs = _segments(orig)
     if len(segs) == 1:
@@ -315,6 +321,13 @@ def judge_record(
         found.append((where[0], order, sig.name, sig.severity, sig.origin))
         order += 1
     found.sort()
+    tb_text = ""
+    head = next((j for j, _o, name, _s, origin in found if name == TRACEBACK and origin == "always"), None)
+    if head is not None and (exc := exception_line(orig, segs, head)) is not None:
+        at, tb_text = exc
+        # the traceback hit leads its incident: its text is the exception line
+        moved = [(at if j >= head else j, -1 if n == TRACEBACK else o, n, s, g) for j, o, n, s, g in found]
+        found = sorted(moved)
     out: list[ErrorHit] = []
     seen: set[str] = set()
     for j, _order, name, sev, origin in found:
@@ -322,8 +335,11 @@ def judge_record(
             continue
         seen.add(name)
         a, b = segs[j]
-        # one line, whitespace runs collapsed: the same for a log and its CRLF copy
-        text = " ".join(rec[a:b].decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+        if name == TRACEBACK and tb_text:
+            text = tb_text[:ERROR_TEXT_CAP]
+        else:
+            # one line, whitespace runs collapsed: the same for a log and its CRLF copy
+            text = " ".join(rec[a:b].decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
         out.append(ErrorHit(name, sev, text, line0 + orig.count(b"\n", 0, a), origin))
     return out
 
@@ -338,12 +354,14 @@ def _judge_line(rec: bytes, line: int, matched: list[Signature], own: list[str])
     if not names:
         return []
     text = " ".join(rec.decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+    tb_text = exception_in_line(rec) if any(n == TRACEBACK for n, _s, _o in names) else None
     out: list[ErrorHit] = []
     seen: set[str] = set()
     for name, sev, origin in names:
         if name not in seen:
             seen.add(name)
-            out.append(ErrorHit(name, sev, text, line, origin))
+            hit_text = tb_text[:ERROR_TEXT_CAP] if name == TRACEBACK and tb_text else text
+            out.append(ErrorHit(name, sev, hit_text, line, origin))
     return out
 
 

@@ -39,10 +39,10 @@ DEFAULT_ERROR_PATTERNS: dict[str, str] = {
     "resource": r"RESOURCE_EXHAUSTED: Out of memory|failed: RESOURCE_EXHAUSTED",
     "segfault": r"Segmentation fault|SIGSEGV|signal 11|core dumped",
     # Beyond upstream: failures upstream's set misses (see the log-format research, error table).
-    "jax runtime error": r"(?:Xla|Jax)RuntimeError: [A-Z_]+:",
+    "jax runtime error": r"(?:Xla|Jax)RuntimeError: [A-Z_]+:|Execution of replica \d+ failed: [A-Z_]+:",
     "out of memory": r"Ran out of memory in memory space|Out of memory while trying to allocate",
     "nccl op failed": (
-        r"NCCL operation \w+\([^)]*\) failed"
+        r"[NR]CCL operation \w+\([^)]*\) failed"
         r"|nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)"
     ),
     "gpu fault": (
@@ -52,6 +52,15 @@ DEFAULT_ERROR_PATTERNS: dict[str, str] = {
     "coordination service": (
         r"heartbeat timeout|has been set to ERROR in coordination service"
         r"|DEADLINE_EXCEEDED: Barrier timed out|Polled an error from coordination service"
+        r"|stopped sending heartbeats|cluster registration failed"
+    ),
+    "checkpoint failed": (
+        r"Training stopped: Checkpointing failed|Save Finalize thread \(save_finalize\) failed"
+        r"|(?:\[Errno \d+\]|ENOLCK|No locks available).{0,300}?manifest\.ocdbt\.__lock"
+    ),
+    "tpu failure": (
+        r"detected TPU session error|Detected failure SLICE_FAILURE_\w+"
+        r"|A program or fatal error occurred, all pending programs will fail"
     ),
 }
 
@@ -61,7 +70,8 @@ ALWAYS_ON_PATTERNS: dict[str, str] = {
     "fatal python error": r"Fatal Python error:",
     "segmentation fault": r"Segmentation fault",
     "distributed service fatal": (
-        r"Terminating process because the (?:JAX distributed|coordination) service detected fatal errors"
+        r"Terminating process because the (?:JAX\s+distributed|coordination)\s+service\s+detected\s+fatal"
+        r"\s+errors"
     ),
     "collective termination timeout": r"Termination timeout for `.*?` of \d+ seconds exceeded",
     "nan/inf abort": r"Aborting training due to (?:NaN|Inf) loss|FloatingPointError: invalid value",
@@ -121,7 +131,9 @@ def _compile_all(error_patterns: dict[str, str] | None) -> tuple[Signature, ...]
     ]
     for patterns, severity, org in groups:
         for name, pattern in patterns.items():
-            sig = _compile_one(str(name), pattern, severity, org)
+            # a config's set holds the built-in patterns it runs beside: those keep their origin
+            builtin = org == "config" and DEFAULT_ERROR_PATTERNS.get(str(name)) == pattern
+            sig = _compile_one(str(name), pattern, severity, "builtin" if builtin else org)
             if sig is not None:
                 out.append(sig)
     return tuple(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,22 @@ def _judge_spec(loaded: LoadedConfig, key: str, kind: RunKind, mc: dict[str, Any
         checkpointing=bool(mc.get("enable_checkpointing", False)),
         gpus_per_node=cfg.gpus_per_node,
         gpu_name=cfg.gpu_name,
+        tokens_per_step=tokens_per_step(mc),
     )
+
+
+def tokens_per_step(maxtext_config: dict[str, Any]) -> float | None:
+    """Tokens one device trains per step as MaxText counts them (per_device_batch_size x max_target_length
+    x gradient_accumulation_steps), None when the config does not give both as positive numbers."""
+    try:
+        batch = float(maxtext_config.get("per_device_batch_size"))  # type: ignore[arg-type]
+        seq = float(maxtext_config.get("max_target_length"))  # type: ignore[arg-type]
+        accum = float(maxtext_config.get("gradient_accumulation_steps") or 1)
+    except (TypeError, ValueError):
+        return None
+    if not (batch > 0 and seq > 0 and accum > 0) or not math.isfinite(batch * seq * accum):
+        return None
+    return batch * seq * accum
 
 
 def _docker_name(text: str) -> str:

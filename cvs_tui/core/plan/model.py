@@ -87,6 +87,9 @@ class JudgeSpec(_Frozen):
     checkpointing: bool  # enable_checkpointing
     gpus_per_node: int
     gpu_name: str
+    # tokens per device per step (per_device_batch_size x max_target_length x gradient accumulation): the
+    # tokens/s a log that prints neither Tokens/s/device nor total_weights is read with; None when unknown
+    tokens_per_step: float | None = None
 
 
 class PlannedRun(_Frozen):
