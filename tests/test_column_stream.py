@@ -29,9 +29,10 @@ from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.clock import ClockBuilder, file_line_clock
 from cvs_tui.core.judge.column_figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.columns import StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_collected, digest_spilled
+from cvs_tui.core.judge.digest import digest_collected
 from cvs_tui.core.judge.finalize import run_context
 from cvs_tui.core.judge.metrics import RunContext
+from cvs_tui.core.judge.node import NodeDigest, judge_node
 from cvs_tui.core.judge.spill import ColumnFiles
 
 LOGS = sorted(FIXTURES.glob("*.log"))
@@ -97,8 +98,8 @@ def _both(
             builder.feed(data[a : a + 4096])
         spilled_clock = builder.spilled()
     a = digest_collected(0, mem.finish(), 100, arrays=tmp / "m", clock=clock, **kw)  # type: ignore[arg-type]
-    spilled = on_disk.spilled()
-    b = digest_spilled(0, spilled, 100, arrays=tmp / "s", clock=spilled_clock, **kw)  # type: ignore[arg-type]
+    spilled = on_disk.table()
+    b = judge_node(0, spilled, 100, arrays=tmp / "s", clock=spilled_clock, **kw)  # type: ignore[arg-type]
     spilled.files.close()
     return a, b
 

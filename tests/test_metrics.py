@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from _judge_events import compute_metrics, node_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,8 +23,8 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.judge.definitions import peak_tflops
 from cvs_tui.core.judge.loss import ols_slope, sample_loss_curve
-from cvs_tui.core.judge.metrics import RunContext, compute_metrics, percentile
-from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, node_window
+from cvs_tui.core.judge.metrics import RunContext, percentile
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS
 
 
 def steps(

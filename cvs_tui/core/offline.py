@@ -1,6 +1,7 @@
-"""Judging a run from its logs on disk (what ``cvs-tui analyze`` does): find the node logs, take the run
-folder's plan.json or build a plan from the config, parse each log and judge every run through the same
-:func:`~cvs_tui.core.judge.finalize_run` a live run uses."""
+"""Judging a run from its logs on disk (what ``cvs-tui analyze`` and follow mode do): find the node logs,
+take the run folder's plan.json or build a plan from the config, parse each log a chunk at a time into a
+step table and judge every run through the same node and run judges a live run uses
+(:func:`~cvs_tui.core.judge.node.judge_node`, :func:`~cvs_tui.core.judge.run.judge_run`)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
 from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_spilled, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
+from cvs_tui.core.judge.node import NodeDigest, judge_node
+from cvs_tui.core.judge.run import judge_run
 from cvs_tui.core.judge.spill import SpillError
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
@@ -227,8 +229,8 @@ def digest_log_file(
         collector = StepCollector(spill=scratch / "columns")
         try:
             lines = _collect(path, error_patterns, collector, spill_clock)
-            spilled, line_clock = collector.spilled(), spill_clock.spilled()
-            return digest_spilled(
+            spilled, line_clock = collector.table(), spill_clock.spilled()
+            return judge_node(
                 rank,
                 spilled,
                 lines,
@@ -263,7 +265,7 @@ def judge_node_logs(
 ) -> tuple[RunRecord, dict[int, float] | None]:
     """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
     digested on its own (in a worker process for big logs), so this process holds no node's steps; see
-    :mod:`cvs_tui.core.judge.digest`. Also returns, when the record's step series were bounded and the
+    :mod:`cvs_tui.core.judge.node`. Also returns, when the record's step series were bounded and the
     run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume)."""
     paths = [Path(p) for p in node_logs]
     ctx = run_context(run.judge, len(paths))
@@ -282,7 +284,7 @@ def judge_node_logs(
             for i, p in enumerate(paths)
         ]
         digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
-        record = finalize_digests(run, digests)
+        record = judge_run(run, digests)
     first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
     return record, first.losses if first is not None else None
 

@@ -1,6 +1,6 @@
 """A node's window, stalls and figures from its step columns in files (``judge.spill``), a chunk at a time.
 
-In a log whose step numbers rise on every step record (every real log: ``Spilled.ascending``), each step
+In a log whose step numbers rise on every step record (every real log: ``StepTable.ascending``), each step
 number has one record, so the first record of a step (what the window and the stalls judge) and the last
 one (what the figures read) are the same record, and the step order is the log's order. Every rule of
 :mod:`~cvs_tui.core.judge.column_window` and :mod:`~cvs_tui.core.judge.column_figures` then becomes a
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from cvs_tui.core.events import EvalEvent, StepEvent
 from cvs_tui.core.judge import spill
+from cvs_tui.core.judge.background import background
 from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.column_figures import write_window
-from cvs_tui.core.judge.column_window import Special, background, drops
-from cvs_tui.core.judge.columns import PROFILER, SPILL_COLUMNS, TRAIN, Spilled, StepColumns
+from cvs_tui.core.judge.columns import PROFILER, SPILL_COLUMNS, TRAIN, StepColumns, StepTable
 from cvs_tui.core.judge.loss import (
     CONVERGENCE_KEYS,
     convergence_source,
@@ -48,11 +48,11 @@ from cvs_tui.core.judge.stalls import (
     STALL_RATIO,
     Stall,
     StallReport,
-    _attribute,
-    _Timeline,
+    Timeline,
+    attribute,
     place_stall,
 )
-from cvs_tui.core.judge.window import WARMUP_STEPS
+from cvs_tui.core.judge.window import WARMUP_STEPS, Special, drops
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +87,7 @@ def _fsum(lists: Iterator[list[float]]) -> float:
 class StreamLog:
     """One node log's spilled step records and its clock, read a chunk of ``spill.CHUNK`` at a time."""
 
-    def __init__(self, s: Spilled, clock: Clock) -> None:
+    def __init__(self, s: StepTable, clock: Clock) -> None:
         self.s, self.files, self.clock = s, s.files, clock
         self.n = len(s.files)
 
@@ -104,6 +104,8 @@ class StreamLog:
 
     def scratch(self, name: str, dtypes: Mapping[str, str]) -> ColumnFiles:
         """New column files next to the log's own (emptied first), for values a rule reads many times."""
+        if self.files.folder is None:
+            return ColumnFiles(None, dtypes)
         folder = self.files.folder.with_name(f"{self.files.folder.name}.{name}")
         if folder.exists():
             for f in folder.iterdir():
@@ -248,7 +250,7 @@ def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
     n = len(judged)
     wall = _fsum(x.tolist() for x in secs())
     if n < MIN_BASELINE_STEPS:
-        return StallReport((), n, (), None, None, wall, wall / n if n else None)
+        return StallReport((), n, None, None, wall, wall / n if n else None)
     m = median(secs, n)
     s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in secs()), n)
     limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
@@ -262,8 +264,8 @@ def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
         wall = _gaps(log.clock, judged, limit, m, flagged, stalls, wall)
     stalls.sort(key=lambda st: st.line)
     stalls = _place(stalls, log, m)
-    timeline = _Timeline(bg)
-    stalls = [_attribute(st, timeline, 2.0 * m) for st in stalls]
+    timeline = Timeline(bg)
+    stalls = [attribute(st, timeline, 2.0 * m) for st in stalls]
     stalled = np.fromiter({st.step for st in stalls if st.source == "seconds"}, np.int64)
     count = [0]
 
@@ -275,7 +277,7 @@ def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
 
     total = _fsum(steady())
     mean = total / count[0] if count[0] else None
-    return StallReport(tuple(stalls), n, (), m, limit, wall, mean)
+    return StallReport(tuple(stalls), n, m, limit, wall, mean)
 
 
 def _gaps(

@@ -8,19 +8,11 @@ them with the judge of a live run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.events import (
-    CheckpointEvent,
-    EvalDialect,
-    EvalEvent,
-    EvalStartEvent,
-    LogEvent,
-)
-from cvs_tui.core.judge.background import Interval, background_intervals
+from cvs_tui.core.judge.background import Interval, background
 from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.columns import PROFILER, TRAIN, Collected, StepColumns, exact_sum
 from cvs_tui.core.judge.stalls import (
@@ -32,11 +24,11 @@ from cvs_tui.core.judge.stalls import (
     STALL_RATIO,
     Stall,
     StallReport,
-    _attribute,
-    _Timeline,
+    Timeline,
+    attribute,
     place_stall,
 )
-from cvs_tui.core.judge.window import WARMUP_STEPS, _article, _is_save
+from cvs_tui.core.judge.window import WARMUP_STEPS, drops
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,10 +80,6 @@ def _first_of_each(idx: npt.NDArray[np.int64], step: npt.NDArray[np.int64]) -> n
     return idx[np.sort(first)]
 
 
-# a step record the window drops on its own: (record, step, kind, line), each not a timed train step
-Special = tuple[int, int, int, int]
-
-
 def _drops(c: Collected, excluded: dict[int, str]) -> None:
     """drops() over columns held in memory."""
     import numpy as np
@@ -104,57 +92,6 @@ def _drops(c: Collected, excluded: dict[int, str]) -> None:
     drops(list(special), c.others, lambda pos: int(cols.step[pos]), excluded)
 
 
-def drops(
-    special: list[Special],
-    others: list[tuple[int, LogEvent]],
-    step_at: Callable[[int], int],
-    excluded: dict[int, str],
-) -> None:
-    """The window's drops for checkpoint saves, evals, profiler boundaries, rampup steps and train steps
-    without seconds, in log order (the first reason of a step wins), as node_window's loop makes them:
-    ``special`` the records that are not timed train steps, ``others`` the other events with the number
-    of step records before each, ``step_at(i)`` the step number of record ``i``."""
-    items: list[tuple[int, int, int, LogEvent | Special]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
-    items += [(sp[0], 1, 0, sp) for sp in special]
-    items.sort(key=itemgetter(0, 1, 2))
-
-    def drop(s: int, reason: str) -> None:
-        excluded.setdefault(s, reason)
-
-    eval_step: int | None = None
-    for pos, _is_step, _k, ev in items:
-        if isinstance(ev, tuple):
-            _, s, kd, line = ev
-            if kd == TRAIN:
-                drop(s, "no seconds on the step line")
-            else:
-                what = "profiler boundary" if kd == PROFILER else "rampup step"
-                for k in range(3):
-                    drop(s + k, f"{what} at step {s} (line {line})")
-            continue
-        what = ""
-        explicit: int | None = None
-        if isinstance(ev, CheckpointEvent) and _is_save(ev):
-            what, explicit = "checkpoint save", ev.step
-        elif isinstance(ev, EvalStartEvent):
-            what, explicit = "eval", ev.step
-            eval_step = ev.step
-        elif isinstance(ev, EvalEvent):
-            what = "eval"
-            explicit = ev.step if ev.dialect is not EvalDialect.RUNNING else eval_step
-        if not what:
-            continue
-        if explicit is not None:
-            reason = f"interval near {_article(what)} {what} at step {explicit} (line {ev.line})"
-            for k in range(3):
-                drop(explicit + k, reason)
-        else:
-            base = step_at(pos - 1) if pos > 0 else -1  # the last step line before the event
-            reason = f"interval holds {_article(what)} {what} (line {ev.line}, after the line of step {base})"
-            for k in (1, 2, 3):
-                drop(base + k, reason)
-
-
 def _background(c: Collected, clock: Clock) -> list[Interval]:
     """background() over columns held in memory."""
     import numpy as np
@@ -162,17 +99,6 @@ def _background(c: Collected, clock: Clock) -> list[Interval]:
     cols = c.columns
     prof = np.flatnonzero(cols.kind == PROFILER).tolist()
     return background(c.others, [(i, cols.event(i)) for i in prof], clock)
-
-
-def background(
-    others: list[tuple[int, LogEvent]], profiler: Sequence[tuple[int, LogEvent]], clock: Clock
-) -> list[Interval]:
-    """background_intervals of the node's events: the other events (with the number of step records
-    before each) and the profiler step records (record, event), in log order."""
-    keyed: list[tuple[int, int, int, LogEvent]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
-    keyed += [(i, 1, 0, e) for i, e in profiler]
-    keyed.sort(key=itemgetter(0, 1, 2))
-    return background_intervals([e for *_, e in keyed], clock)
 
 
 def column_window(c: Collected, clock: Clock) -> ColumnWindow:
@@ -220,7 +146,7 @@ def column_stalls(cols: StepColumns, background: list[Interval], clock: Clock, w
     n = len(judged)
     wall = exact_sum(secs)
     if n < MIN_BASELINE_STEPS:
-        return StallReport((), n, (), None, None, wall, wall / n if n else None)
+        return StallReport((), n, None, None, wall, wall / n if n else None)
     srt = np.sort(secs)
     m = _median(srt)
     s = MAD_SCALE * _median(np.sort(np.abs(secs - m)))
@@ -240,12 +166,12 @@ def column_stalls(cols: StepColumns, background: list[Interval], clock: Clock, w
             wall += t1 - t0 - float(secs[i])
     stalls.sort(key=lambda st: st.line)
     stalls = _place(stalls, cols, clock, m)
-    timeline = _Timeline(background)
-    stalls = [_attribute(st, timeline, 2.0 * m) for st in stalls]
+    timeline = Timeline(background)
+    stalls = [attribute(st, timeline, 2.0 * m) for st in stalls]
     stalled = np.fromiter({st.step for st in stalls if st.source == "seconds"}, np.int64)
     steady = secs[~np.isin(step[judged], stalled)]
     mean = exact_sum(steady) / len(steady) if len(steady) else None
-    return StallReport(tuple(stalls), n, (), m, limit, wall, mean)
+    return StallReport(tuple(stalls), n, m, limit, wall, mean)
 
 
 def _place(stalls: list[Stall], cols: StepColumns, clock: Clock, median: float) -> list[Stall]:

@@ -2,14 +2,16 @@
 
 A parsed step line is a :class:`~cvs_tui.core.events.StepEvent` of about 400 bytes; the judge reads nine
 of its fields. :class:`StepCollector` takes the parser's events a chunk at a time and keeps those fields
-in typed arrays (70 bytes a step record), the other events (checkpoints, evals, errors, ...) as they
-are with the number of step records before each, and the two step events the run's outcome and
-environment read whole. :class:`StepColumns` is the result, read with numpy.
+as columns (70 bytes a step record; in memory up to ``KEEP_IN_MEMORY`` records, then in files,
+``judge.spill``), the other events (checkpoints, evals, errors, ...) as they are with the number of step
+records before each, and the two step events the run's outcome and environment read whole.
+:class:`StepTable` is the result, read a chunk at a time; :class:`StepColumns` the columns read into
+memory with numpy.
 """
 
 from __future__ import annotations
 
-from array import array
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +26,6 @@ if TYPE_CHECKING:
 
 TRAIN, RAMPUP, PROFILER = 0, 1, 2  # the ``kind`` codes
 KINDS = (StepKind.TRAIN, StepKind.RAMPUP, StepKind.PROFILER)
-# (field, array type code): the optional ones are float columns with NaN for None and a mask
-_INTS = ("step", "line")
-_FLOATS = ("loss",)
-_OPTIONAL = ("seconds", "tflops_per_device", "tokens_per_device", "total_weights", "timestamp")
 # the same columns in files (judge.spill), by StepColumns field name; ``has_*``: the field was logged
 SPILL_COLUMNS = {
     "step": "i8",
@@ -44,7 +42,8 @@ SPILL_COLUMNS = {
     "has_weights": "?",
     "timestamp": "f8",
 }
-_SPILL_OPTIONAL = ("seconds", "tflops", "tokens", "weights", "timestamp")  # _OPTIONAL's columns
+# the optional fields' columns, in the scanner's order: NaN for None and a ``has_*`` mask (timestamp: NaN)
+_SPILL_OPTIONAL = ("seconds", "tflops", "tokens", "weights", "timestamp")
 
 
 @dataclass(slots=True)
@@ -110,10 +109,11 @@ def _slim(others: list[tuple[int, LogEvent]], kept: list[tuple[int, StepEvent]])
 
 
 @dataclass(slots=True)
-class Spilled:
-    """What :class:`StepCollector` kept of one node log with its columns in files (``spill``):
-    ``ascending`` when every step record's number is higher than the one before (every real log; the
-    judge then reads the files a chunk at a time, ``judge.column_stream``)."""
+class StepTable:
+    """One node log's step records as columns (``files``: in memory up to a size, then in files, see
+    ``spill``), its other events with the number of step records before each, and the step events kept
+    whole. ``ascending`` when every step record's number is higher than the one before (every real log:
+    the judge then reads the columns a chunk at a time, ``judge.column_stream``)."""
 
     files: ColumnFiles
     others: list[tuple[int, LogEvent]]
@@ -128,8 +128,7 @@ class Spilled:
         import numpy as np
 
         f = self.files
-        cols = StepColumns(**{k: f.load(k) for k in SPILL_COLUMNS})
-        cols.loss = np.array(cols.loss)  # writable: the metrics file may refine it
+        cols = StepColumns(**{k: np.array(f.load(k)) for k in SPILL_COLUMNS})
         return Collected(cols, self.others, self.kept)
 
 
@@ -143,22 +142,30 @@ def _event_index(others: list[int], j: int) -> int:
     return i
 
 
-class StepCollector:
-    """Feed it a node log's events in order (``add``), then take the columns (``finish``). The fields are
-    read off the step events by the byte scanner (``step_columns`` of the C module or of its twin
-    ``_pyscan``); ``native`` as for ``NodeLogParser``."""
+# step records a collector holds in memory before its columns move to files (about 70 bytes each)
+KEEP_IN_MEMORY = 1 << 14
 
-    def __init__(self, native: bool | None = None, spill: Path | None = None) -> None:
+
+class StepCollector:
+    """Feed it a node log's events in order (``add``), then take the step table (``table``). The fields are
+    read off the step events by the byte scanner (``step_columns`` of the C module or of its twin
+    ``_pyscan``); ``native`` as for ``NodeLogParser``. The columns are held in memory up to ``keep``
+    records, then in files in ``spill`` (None: a new temporary folder, removed by :meth:`discard`)."""
+
+    def __init__(
+        self, native: bool | None = None, spill: Path | None = None, keep: int = KEEP_IN_MEMORY
+    ) -> None:
+        import tempfile
+        import uuid
+
         from cvs_tui.core.parse import accel
 
         self._scan = accel.select(native).step_columns
-        self._files = ColumnFiles(spill, SPILL_COLUMNS) if spill is not None else None
+        self._own = spill is None
+        folder = spill or Path(tempfile.gettempdir()) / f"cvs-tui-steps-{uuid.uuid4().hex}"
+        self._files = ColumnFiles(folder, SPILL_COLUMNS, keep=keep)
         self._ascending = True
         self._last = 0
-        self._ints = {f: array("q") for f in _INTS}
-        self._floats = {f: array("d") for f in (*_FLOATS, *_OPTIONAL)}
-        self._has = {f: bytearray() for f in _OPTIONAL[:-1]}  # timestamp: NaN is None
-        self._kind = bytearray()
         self._n = 0
         self.others: list[tuple[int, LogEvent]] = []
         self._sourced: tuple[int, StepEvent] | None = None
@@ -184,63 +191,19 @@ class StepCollector:
             rises = (self._n == 0 or int(nums[0]) > self._last) and bool((np.diff(nums) > 0).all())
             self._ascending = rises
             self._last = int(nums[-1])
-        if self._files is not None:
-            put = self._files.append
-            for k, name in enumerate(("step", "line", "loss", "kind")):
-                put(name, cols[k])
-            for k, name in enumerate(_SPILL_OPTIONAL):
-                put(name, cols[4 + 2 * k])
-                if name != "timestamp":
-                    put("has_" + name, cols[5 + 2 * k])
-        else:
-            self._keep(cols)
+        put = self._files.append
+        for k, name in enumerate(("step", "line", "loss", "kind")):
+            put(name, cols[k])
+        for k, name in enumerate(_SPILL_OPTIONAL):
+            put(name, cols[4 + 2 * k])
+            if name != "timestamp":
+                put("has_" + name, cols[5 + 2 * k])
         if self._sourced is None and sourced >= 0:
             self._sourced = self._step(batch, others, sourced)
         top = int(np.argmax(nums))  # the first of the highest
         if self._top is None or int(nums[top]) > self._top[1].step:
             self._top = self._step(batch, others, top)
         self._n += m
-
-    def _keep(self, cols: tuple[bytes, ...]) -> None:
-        self._ints["step"].frombytes(cols[0])
-        self._ints["line"].frombytes(cols[1])
-        self._floats["loss"].frombytes(cols[2])
-        self._kind += cols[3]
-        for k, f in enumerate(_OPTIONAL):
-            self._floats[f].frombytes(cols[4 + 2 * k])
-            if f in self._has:
-                self._has[f] += cols[5 + 2 * k]
-
-    def finish(self) -> Collected:
-        import numpy as np
-
-        def f64(name: str) -> npt.NDArray[np.float64]:
-            a = self._floats[name]
-            return np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0, np.float64)
-
-        def i64(name: str) -> npt.NDArray[np.int64]:
-            a = self._ints[name]
-            return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, np.int64)
-
-        def has(name: str) -> npt.NDArray[np.bool_]:
-            return np.frombuffer(self._has[name], dtype=np.bool_)
-
-        cols = StepColumns(
-            step=i64("step"),
-            line=i64("line"),
-            loss=f64("loss"),  # a view of the collector's array: writable (the metrics file may refine it)
-            kind=np.frombuffer(self._kind, dtype=np.int8),
-            seconds=f64("seconds"),
-            has_seconds=has("seconds"),
-            tflops=f64("tflops_per_device"),
-            has_tflops=has("tflops_per_device"),
-            tokens=f64("tokens_per_device"),
-            has_tokens=has("tokens_per_device"),
-            weights=f64("total_weights"),
-            has_weights=has("total_weights"),
-            timestamp=f64("timestamp"),
-        )
-        return Collected(cols, self.others, self._kept())
 
     def _kept(self) -> list[tuple[int, StepEvent]]:
         kept = [k for k in (self._sourced, self._top) if k is not None]
@@ -249,16 +212,24 @@ class StepCollector:
 
     @property
     def files(self) -> ColumnFiles:
-        """The column files (``spill``)."""
-        if self._files is None:
-            raise ValueError("this collector keeps its columns in memory")
+        """The step columns."""
         return self._files
 
-    def spilled(self) -> Spilled:
-        """The result when the columns went to files (``spill``)."""
-        if self._files is None:
-            raise ValueError("this collector keeps its columns in memory: use finish()")
-        return Spilled(self._files, self.others, self._kept(), self._ascending)
+    def table(self) -> StepTable:
+        """What was collected so far."""
+        return StepTable(self._files, self.others, self._kept(), self._ascending)
+
+    def finish(self) -> Collected:
+        """The columns read into memory."""
+        return self.table().load()
+
+    def discard(self) -> None:
+        """Close the columns; remove their folder when the collector made it."""
+        import shutil
+
+        self._files.close()
+        if self._own and self._files.folder is not None:
+            shutil.rmtree(self._files.folder, ignore_errors=True)
 
 
 _SUM_CHUNK = 1 << 16
@@ -277,21 +248,25 @@ def exact_sum(xs: npt.NDArray[np.float64]) -> float:
 
 def collect(events: Iterable[LogEvent]) -> Collected:
     """The columns of a node's events held in memory."""
-    c = StepCollector()
+    c = StepCollector(keep=sys.maxsize)
     c.add(list(events))
-    return c.finish()
+    try:
+        return c.finish()
+    finally:
+        c.discard()
 
 
 __all__ = [
+    "KEEP_IN_MEMORY",
     "KINDS",
     "PROFILER",
     "RAMPUP",
     "SPILL_COLUMNS",
     "TRAIN",
     "Collected",
-    "Spilled",
     "StepCollector",
     "StepColumns",
+    "StepTable",
     "collect",
     "exact_sum",
 ]

@@ -1,4 +1,4 @@
-"""The cross-node window figures of :func:`~cvs_tui.core.judge.digest.finalize_digests`, read a chunk at a
+"""The cross-node window figures of :func:`~cvs_tui.core.judge.run.judge_run`, read a chunk at a
 time, so that the process combining the nodes holds the same whatever the number of steps.
 
 Each node's window figures are column files (``column_figures.write_window``, :mod:`.spill`) with its
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from cvs_tui.core.judge.digest import NodeDigest
+    from cvs_tui.core.judge.node import NodeDigest
 
 BLOCK = 1 << 16  # window steps read per node per merge round
 RUN_COLUMNS = {"steps": "i8", "sec": "f8"}  # the common window: its steps and the slowest node's seconds

@@ -26,7 +26,7 @@ def stall_section(run: RunInputs, sheet: Sheet) -> RunStalls | None:
     reports: list[StallReport] = []
     for w in run.windows:
         # a node without timed steps still takes its rank's place, so the stalls keep their node
-        reports.append(w.stalls if w.stalls is not None else StallReport((), 0, (), None, None, 0.0, None))
+        reports.append(w.stalls if w.stalls is not None else StallReport((), 0, None, None, 0.0, None))
     if not any(r.median_seconds is not None for r in reports):
         why = (
             f"inconclusive: fewer than {MIN_BASELINE_STEPS} timed steps after warm-up on every node, "

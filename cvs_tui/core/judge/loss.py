@@ -1,7 +1,8 @@
 """The metrics of what the run learned: final loss, eval loss, convergence and the loss curve's slope.
 
-Sections of :func:`cvs_tui.core.judge.metrics.compute_metrics`; each reads the run's inputs and writes
-its metrics on the sheet.
+The rules the node judge (``judge.column_stream``) reads a node's losses with, as if it were the run's
+reference node (the first node with train steps; SPMD losses are global); each writes its metrics on the
+sheet.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cvs_tui.core.config.blocks import LossCurve, TargetMetric
-from cvs_tui.core.events import EvalDialect, EvalEvent, StepEvent
+from cvs_tui.core.events import EvalDialect, EvalEvent
 
 if TYPE_CHECKING:  # the sections' shared types; metrics imports this module
     from cvs_tui.core.judge.metrics import RunInputs, Sheet
@@ -44,25 +45,6 @@ def ols_slope(points: Sequence[tuple[int, float]]) -> float | None:
     if den == 0:
         return None
     return (n * sxy - sx * sy) / den
-
-
-def loss_section(run: RunInputs, sheet: Sheet) -> list[tuple[int, float]]:
-    """Final loss and whether it decreased; returns the reference node's (step, loss) series."""
-    put = sheet.put
-    losses: list[tuple[int, float]] = []
-    if run.ref is not None:
-        seen: dict[int, float] = {}
-        for e in run.node_events[run.ref]:
-            if isinstance(e, StepEvent):
-                seen[e.step] = e.loss
-        losses = sorted(seen.items())
-    if not losses:
-        put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
-        put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
-        return losses
-    first_finite = next((v for _, v in losses if math.isfinite(v)), None)
-    put_final_loss(losses[-1][0], losses[-1][1], first_finite, sheet)
-    return losses
 
 
 def put_final_loss(last_step: int, last: float, first_finite: float | None, sheet: Sheet) -> None:
@@ -115,27 +97,6 @@ def convergence_source(run: RunInputs, final_evals: list[EvalEvent], sheet: Shee
     )
 
 
-def convergence_section(
-    run: RunInputs, losses: list[tuple[int, float]], final_evals: list[EvalEvent], sheet: Sheet
-) -> None:
-    conv = run.ctx.convergence
-    use_eval = convergence_source(run, final_evals, sheet)
-    if use_eval is None:
-        return
-    pts = [(e.step, e.loss) for e in final_evals] if use_eval else losses
-    hit = next((s for s, v in pts if math.isfinite(v) and v <= conv.target_value), None)
-    src = "eval loss" if use_eval else "training loss"
-    if hit is None:
-        finite = [v for _, v in pts if math.isfinite(v)]
-        best = f"best {min(finite):.4f}" if finite else "no finite value"
-        for k in CONVERGENCE_KEYS:
-            sheet.put(k, None, "not_produced", f"{src} never reached target {conv.target_value} ({best})")
-        return
-    sheet.put("training.steps_to_target", float(hit))
-    secs = run.per_step[run.ref] if run.ref is not None else {}
-    sheet.put("training.time_to_target_seconds", sum((e.seconds or 0.0) for s, e in secs.items() if s <= hit))
-
-
 def loss_curve_section(
     run: RunInputs, losses: list[tuple[int, float]], sheet: Sheet
 ) -> list[tuple[int, float]]:
@@ -156,10 +117,8 @@ def loss_curve_section(
 
 
 __all__ = [
-    "convergence_section",
     "eval_section",
     "loss_curve_section",
-    "loss_section",
     "nonfinite_text",
     "ols_slope",
     "put_final_loss",

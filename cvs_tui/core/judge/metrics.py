@@ -1,4 +1,5 @@
-"""Honest training metrics from every node's parsed log.
+"""The run-level metric sections the run judge (``judge.run.judge_run``) puts on one sheet: devices, the
+window's perf figures, scaling and MFU, checkpoint I/O, and the nodes' lag.
 
 Definitions (shown verbatim in report.html and docs/metrics.md) live in ``METRIC_DEFINITIONS``.
 The perf metrics come from one steady-state window: warm-up and every step whose host interval holds a
@@ -21,8 +22,6 @@ from cvs_tui.core.events import (
     CheckpointEvent,
     DevicesEvent,
     LogEvent,
-    StepEvent,
-    StepKind,
     TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.definitions import (
@@ -32,22 +31,12 @@ from cvs_tui.core.judge.definitions import (
     MetricValue,
     peak_tflops,
 )
-from cvs_tui.core.judge.goodput import stall_section
-from cvs_tui.core.judge.loss import (
-    convergence_section,
-    eval_section,
-    loss_curve_section,
-    loss_section,
-    ols_slope,
-    sample_loss_curve,
-)
 from cvs_tui.core.judge.stalls import RunStalls
 from cvs_tui.core.judge.window import (
     MIN_CLEAN_STEPS,
     WARMUP_STEPS,
     WINDOW_DEFINITION,
     NodeWindow,
-    node_window,
 )
 
 # A node whose median step time exceeds the median over nodes by more than this is a straggler.
@@ -114,29 +103,6 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (rank - lo)
 
 
-def per_step_events(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
-    """A node's train steps by step number (the last record of a number wins)."""
-    out: dict[int, StepEvent] = {}
-    for e in events:
-        if isinstance(e, StepEvent) and e.kind is StepKind.TRAIN:
-            out[e.step] = e
-    return out
-
-
-def tokens_per_device(ev: StepEvent, num_devices: int | None) -> float | None:
-    if ev.tokens_per_device is not None and ev.seconds is not None and math.isfinite(ev.tokens_per_device):
-        return ev.tokens_per_device * ev.seconds
-    if ev.total_weights is not None and num_devices:
-        return ev.total_weights / num_devices
-    return None
-
-
-def tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
-    if ev.tflops_per_device is not None and ev.seconds is not None and math.isfinite(ev.tflops_per_device):
-        return ev.tflops_per_device * ev.seconds
-    return tflops_per_step
-
-
 def _first(events: Sequence[LogEvent], kind: type) -> Any:
     for e in events:
         if isinstance(e, kind):
@@ -160,12 +126,12 @@ class Sheet:
 
 @dataclass(slots=True)
 class RunInputs:
-    """What every section reads: each node's events, windows and train steps, and the device counts."""
+    """What every section reads: each node's events (without step lines, ``judge.node.slim_events``) and
+    windows, the nodes that logged train steps, and the device counts."""
 
     node_events: Sequence[Sequence[LogEvent]]
     ctx: RunContext
     windows: list[NodeWindow]
-    per_step: list[dict[int, StepEvent]]
     with_steps: list[int]  # the nodes that logged train steps
     num_nodes: int
     devices_per_node: int
@@ -205,45 +171,6 @@ def run_devices(
     return num_nodes, devices_per_node, total_devices, global_devices, tps_ev.total_tflops if tps_ev else None
 
 
-def _run_inputs(
-    node_events: Sequence[Sequence[LogEvent]],
-    ctx: RunContext,
-    sheet: Sheet,
-    clocks: Sequence[Mapping[int, float] | None],
-) -> RunInputs:
-    per_step = [per_step_events(evs) for evs in node_events]
-    num_nodes, devices_per_node, total_devices, global_devices, tflops_per_step = run_devices(
-        node_events, ctx, sheet
-    )
-    return RunInputs(
-        node_events=node_events,
-        ctx=ctx,
-        windows=[
-            node_window(evs, clocks[i] if i < len(clocks) else None) for i, evs in enumerate(node_events)
-        ],
-        per_step=per_step,
-        with_steps=[i for i, ps in enumerate(per_step) if ps],
-        num_nodes=num_nodes,
-        devices_per_node=devices_per_node,
-        total_devices=total_devices,
-        global_devices=global_devices,
-        tflops_per_step=tflops_per_step,
-    )
-
-
-def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok", "inconclusive"], str]:
-    """The steps clean on every node that logged steps, and whether there are enough of them."""
-    with_steps = run.with_steps
-    if with_steps:
-        common = set(run.windows[with_steps[0]].steps)
-        for i in with_steps[1:]:
-            common &= set(run.windows[i].steps)
-        window = sorted(common)
-    else:
-        window = []
-    return (window, *window_status(len(window), with_steps, len(run.per_step), run.windows, sheet))
-
-
 def window_status(
     window_len: int, with_steps: list[int], num_nodes: int, windows: Sequence[NodeWindow], sheet: Sheet
 ) -> tuple[Literal["ok", "inconclusive"], str]:
@@ -276,32 +203,6 @@ PERF_METRICS = (
     "training.step_time_p50_ms",
     "training.step_time_p95_ms",
 )
-
-
-def _perf(
-    run: RunInputs, window: list[int], wstatus: str, wreason: str, sheet: Sheet
-) -> tuple[float | None, float | None]:
-    """Step time and throughput over the window; returns (tokens/s total, TFLOP/s per GPU)."""
-    if wstatus != "ok":
-        return perf_inconclusive(wreason, sheet)
-    with_steps, per_step = run.with_steps, run.per_step
-    step_secs = [max(per_step[i][s].seconds or 0.0 for i in with_steps) for s in window]
-    tokens, flops = 0.0, 0.0
-    tokens_ok = flops_ok = True
-    for i in with_steps:
-        for s in window:
-            ev = per_step[i][s]
-            tk = tokens_per_device(ev, run.global_devices)
-            fl = tflops_per_device(ev, run.tflops_per_step)
-            if tk is None:
-                tokens_ok = False
-            else:
-                tokens += tk
-            if fl is None:
-                flops_ok = False
-            else:
-                flops += fl
-    return put_perf(step_secs, tokens if tokens_ok else None, flops if flops_ok else None, run, sheet)
 
 
 def perf_inconclusive(wreason: str, sheet: Sheet) -> tuple[None, None]:
@@ -451,33 +352,6 @@ def checkpoint_io(run: RunInputs, sheet: Sheet) -> None:
         sheet.put(load, None, "feature_off", "the run restored no checkpoint")
 
 
-def _node_stats(run: RunInputs) -> list[NodeStats]:
-    """The per-node table: each node's own window, rates and lag behind the median node."""
-    stats: list[NodeStats] = []
-    for i, ps in enumerate(run.per_step):
-        w = [s for s in run.windows[i].steps if s in ps]
-        secs = [ps[s].seconds or 0.0 for s in w]
-        t = sum(secs)
-        tk = [tokens_per_device(ps[s], run.global_devices) for s in w]
-        fl = [tflops_per_device(ps[s], run.tflops_per_step) for s in w]
-        ok = bool(w) and t > 0
-        tk_known = [x for x in tk if x is not None]
-        fl_known = [x for x in fl if x is not None]
-        stats.append(
-            NodeStats(
-                rank=i,
-                steps_logged=len(ps),
-                last_step=max(ps) if ps else None,
-                window_steps=len(w),
-                step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
-                step_time_mean_ms=1000.0 * t / len(w) if ok else None,
-                tokens_per_sec_per_device=sum(tk_known) / t if ok and len(tk_known) == len(tk) else None,
-                tflops_per_sec_per_device=sum(fl_known) / t if ok and len(fl_known) == len(fl) else None,
-            )
-        )
-    return with_lag(stats)
-
-
 def with_lag(stats: list[NodeStats]) -> list[NodeStats]:
     """Each node's lag behind the median node, and whether it is a straggler."""
     medians = [s.step_time_p50_ms for s in stats if s.step_time_p50_ms is not None]
@@ -488,39 +362,6 @@ def with_lag(stats: list[NodeStats]) -> list[NodeStats]:
                 s.lag_pct = (s.step_time_p50_ms - mid) / mid * 100.0
                 s.straggler = len(medians) > 1 and s.lag_pct > STRAGGLER_LAG_PCT
     return stats
-
-
-def compute_metrics(
-    node_events: Sequence[Sequence[LogEvent]],
-    ctx: RunContext,
-    clocks: Sequence[Mapping[int, float] | None] = (),
-) -> MetricsOutcome:
-    """Every metric of one run from each node's events (index = rank). ``clocks``: each node log's line
-    clock (``judge.clock.line_clock``), for placing stalls in time; a node without one uses its events'
-    timestamps."""
-    sheet = Sheet()
-    run = _run_inputs(node_events, ctx, sheet, clocks)
-    window, wstatus, wreason = _common_window(run, sheet)
-    tok_total, tflops_gpu = _perf(run, window, wstatus, wreason, sheet)
-    stalls = stall_section(run, sheet)
-    scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
-    losses = loss_section(run, sheet)
-    final_evals = eval_section(run, sheet)
-    convergence_section(run, losses, final_evals, sheet)
-    curve_pts = loss_curve_section(run, losses, sheet)
-    checkpoint_io(run, sheet)
-    return MetricsOutcome(
-        metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
-        node_windows=run.windows,
-        window_steps=window,
-        window_status=wstatus,
-        window_reason=wreason,
-        node_stats=_node_stats(run),
-        loss_curve_points=[(s, v) for s, v in curve_pts if math.isfinite(v)],
-        devices_per_node=run.devices_per_node,
-        notes=sheet.notes,
-        stalls=stalls,
-    )
 
 
 __all__ = [
@@ -534,10 +375,8 @@ __all__ = [
     "NodeStats",
     "NodeWindow",
     "RunContext",
-    "compute_metrics",
-    "node_window",
-    "ols_slope",
+    "RunInputs",
+    "Sheet",
     "peak_tflops",
     "percentile",
-    "sample_loss_curve",
 ]

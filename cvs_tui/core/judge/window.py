@@ -3,9 +3,9 @@ others are left out (see ``WINDOW_DEFINITION``, shown verbatim in report.html an
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -14,11 +14,9 @@ from cvs_tui.core.events import (
     EvalEvent,
     EvalStartEvent,
     LogEvent,
-    StepEvent,
-    StepKind,
 )
-from cvs_tui.core.judge.background import background_intervals
-from cvs_tui.core.judge.stalls import StallReport, find_stalls
+from cvs_tui.core.judge.columns import PROFILER, TRAIN
+from cvs_tui.core.judge.stalls import StallReport
 
 # MaxText's first step timings include compilation and tracing; drop steps numbered below this and the
 # first this-many logged steps (a resumed run starts at its checkpoint step and warms up again).
@@ -61,31 +59,37 @@ def _is_save(ev: CheckpointEvent) -> bool:
     )
 
 
-def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = None) -> NodeWindow:
-    """Clean steps of one node's log: see WINDOW_DEFINITION. ``clock`` is the log's line clock
-    (``judge.clock.line_clock``), which places stalls in time for their attribution."""
-    win = NodeWindow()
-    excluded = win.excluded
+# a step record the window drops on its own: (record, step, kind, line), each not a timed train step
+Special = tuple[int, int, int, int]
 
-    def drop(step: int, reason: str) -> None:
-        excluded.setdefault(step, reason)
 
-    last_step: int | None = None
-    timed: list[StepEvent] = []
-    eval_step: int | None = None  # the train step of the eval in progress (running evals name none)
-    for ev in events:
-        if isinstance(ev, StepEvent):
-            if ev.kind is StepKind.TRAIN:
-                if ev.seconds is None:
-                    drop(ev.step, "no seconds on the step line")
-                else:
-                    timed.append(ev)
+def drops(
+    special: list[Special],
+    others: list[tuple[int, LogEvent]],
+    step_at: Callable[[int], int],
+    excluded: dict[int, str],
+) -> None:
+    """The window's drops for checkpoint saves, evals, profiler boundaries, rampup steps and train steps
+    without seconds, in log order (the first reason of a step wins),
+    ``special`` the records that are not timed train steps, ``others`` the other events with the number
+    of step records before each, ``step_at(i)`` the step number of record ``i``."""
+    items: list[tuple[int, int, int, LogEvent | Special]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
+    items += [(sp[0], 1, 0, sp) for sp in special]
+    items.sort(key=itemgetter(0, 1, 2))
+
+    def drop(s: int, reason: str) -> None:
+        excluded.setdefault(s, reason)
+
+    eval_step: int | None = None
+    for pos, _is_step, _k, ev in items:
+        if isinstance(ev, tuple):
+            _, s, kd, line = ev
+            if kd == TRAIN:
+                drop(s, "no seconds on the step line")
             else:
-                # A profiler boundary or rampup step stalls its own interval and the next ones.
-                what = "profiler boundary" if ev.kind is StepKind.PROFILER else "rampup step"
+                what = "profiler boundary" if kd == PROFILER else "rampup step"
                 for k in range(3):
-                    drop(ev.step + k, f"{what} at step {ev.step} (line {ev.line})")
-            last_step = ev.step
+                    drop(s + k, f"{what} at step {s} (line {line})")
             continue
         what = ""
         explicit: int | None = None
@@ -107,34 +111,13 @@ def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = 
                 drop(explicit + k, reason)
         else:
             # no step named: go by position (a step line is written at least one step late)
-            base = -1 if last_step is None else last_step
+            base = step_at(pos - 1) if pos > 0 else -1  # the last step line before the event
             reason = f"interval holds {_article(what)} {what} (line {ev.line}, after the line of step {base})"
             for k in (1, 2, 3):
                 drop(base + k, reason)
-    for i, ev in enumerate(timed):
-        if ev.step < WARMUP_STEPS or i < WARMUP_STEPS:
-            excluded[ev.step] = "warm-up (compilation and first steps)"
-    if timed:
-        steps = [e for e in events if isinstance(e, StepEvent)]
-        win.stalls = find_stalls(steps, background_intervals(events, clock), clock=clock, warmup=WARMUP_STEPS)
-        for step, reason in win.stalls.exclusions().items():
-            excluded.setdefault(step, reason)
-    seen: set[int] = set()
-    for ev in timed:
-        if ev.step in excluded or ev.step in seen:
-            continue
-        if not (math.isfinite(ev.seconds or 0.0) and (ev.seconds or 0.0) > 0):
-            excluded[ev.step] = "non-positive or non-finite seconds"
-            continue
-        seen.add(ev.step)
-        win.steps.append(ev.step)
-    # keep only exclusions of steps that were actually logged, or reasons would name phantom steps
-    logged = {e.step for e in events if isinstance(e, StepEvent)}
-    win.excluded = {s: r for s, r in sorted(excluded.items()) if s in logged}
-    return win
 
 
-__all__ = ["MIN_CLEAN_STEPS", "WARMUP_STEPS", "WINDOW_DEFINITION", "NodeWindow", "node_window"]
+__all__ = ["MIN_CLEAN_STEPS", "WARMUP_STEPS", "WINDOW_DEFINITION", "NodeWindow", "Special", "drops"]
 
 
 def _article(noun: str) -> str:

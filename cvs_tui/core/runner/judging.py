@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
+from cvs_tui.core.events import RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
+from cvs_tui.core.judge.columns import StepCollector, StepTable
 from cvs_tui.core.judge.finalize import (
     base_results,
-    finalize_run,
+    judge_tables,
     stage_records,
     stall_events,
     verdict_events,
@@ -24,14 +25,23 @@ from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
 
 
+def step_collector() -> StepCollector:
+    """A rank's step table while its log streams in (``judge.columns``): what the judge judges it by."""
+    return StepCollector()
+
+
 def new_results(plan: Plan) -> Results:
     """The results skeleton of a live run on the plan's nodes."""
     return base_results(plan, source="live", hosts=[n.host for n in plan.nodes])
 
 
+# the runs whose losses the checkpoint-resume verdicts compare step by step
+RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
+
 def judge_run(
     run: PlannedRun,
-    node_events: Sequence[Sequence[LogEvent]],
+    tables: Sequence[StepTable],
     *,
     exit_codes: Sequence[int | None],
     outcome: RunOutcome,
@@ -43,11 +53,12 @@ def judge_run(
     started_at: float,
     ended_at: float,
     health: Mapping[str, float] | None = None,
-) -> RunRecord:
-    """One finished run, judged from each rank's parsed events (index = rank)."""
-    return finalize_run(
+) -> tuple[RunRecord, dict[int, float] | None]:
+    """One finished run, judged from each rank's step table (index = rank); also the losses by step the
+    checkpoint-resume verdicts compare, when its record's series were bounded (see judge_tables)."""
+    return judge_tables(
         run,
-        node_events,
+        tables,
         exit_codes=exit_codes,
         outcome=outcome,
         reason=reason,
@@ -58,12 +69,16 @@ def judge_run(
         started_at=started_at,
         ended_at=ended_at,
         health=health,
+        keep_losses=run.kind in RESUME_KINDS,
     )
 
 
-def judge_checkpoint(plan: Plan, records: dict[str, RunRecord]) -> None:
-    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place)."""
-    judge_checkpoint_resume(plan, records)
+def judge_checkpoint(
+    plan: Plan, records: dict[str, RunRecord], losses: Mapping[str, dict[int, float]] | None = None
+) -> None:
+    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place); ``losses``: by run
+    key, for records whose step series were bounded."""
+    judge_checkpoint_resume(plan, records, losses)
 
 
 def run_result_events(rec: RunRecord) -> list[VerdictEvent | StallsEvent]:
