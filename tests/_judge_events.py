@@ -12,7 +12,7 @@ from typing import Any
 
 from cvs_tui.core.events import LogEvent
 from cvs_tui.core.judge import spill
-from cvs_tui.core.judge.column_figures import WINDOW_COLUMNS
+from cvs_tui.core.judge.column_stream import WINDOW_COLUMNS
 from cvs_tui.core.judge.columns import StepCollector
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
 from cvs_tui.core.judge.node import NodeDigest, judge_node

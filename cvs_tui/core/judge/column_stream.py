@@ -25,7 +25,6 @@ from cvs_tui.core.events import EvalEvent, StepEvent
 from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.background import background
 from cvs_tui.core.judge.clock import LineClock
-from cvs_tui.core.judge.column_figures import write_window
 from cvs_tui.core.judge.columns import PROFILER, SPILL_COLUMNS, TRAIN, StepColumns, StepTable
 from cvs_tui.core.judge.loss import (
     CONVERGENCE_KEYS,
@@ -59,6 +58,28 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 Clock = LineClock | SpilledClock | Mapping[int, float] | None
+
+# a node's window figures as the run judge reads them: one file each (judge.spill), window order
+WINDOW_COLUMNS = {
+    "steps": "i8",
+    "sec": "f8",
+    "tok": "f8",
+    "tok_ok": "?",
+    "tw": "f8",
+    "tw_ok": "?",
+    "fl": "f8",
+    "fl_ok": "?",
+}
+
+
+def write_window(folder: Path, columns: dict[str, npt.NDArray[np.generic]] | None = None) -> ColumnFiles:
+    """The window figures' files in ``folder`` (appended to by the caller when ``columns`` is None)."""
+    files = ColumnFiles(folder, WINDOW_COLUMNS)
+    for k, v in (columns or {}).items():
+        files.append(k, v)
+    return files
+
+
 Arrays = dict[str, "npt.NDArray[Any]"]
 
 
@@ -84,12 +105,98 @@ def _fsum(lists: Iterator[list[float]]) -> float:
     return total
 
 
+class StepIndex:
+    """Where a table's step numbers repeat or go back: for each step number ``lo + k`` the record of its
+    last train record and of its last record (-1: none), so the rules read a step by its first record
+    (the window, the stalls) or its last (the figures, the losses) as they do in a rising log. Held in
+    memory: 16 bytes per step number of the log's range, plus a one-byte seen-map per pass."""
+
+    def __init__(self, log: StreamLog) -> None:
+        import numpy as np
+
+        lo, hi = None, None
+        for _, c in log.chunks("step"):
+            if len(c["step"]):
+                a, b = int(c["step"].min()), int(c["step"].max())
+                lo, hi = a if lo is None else min(lo, a), b if hi is None else max(hi, b)
+        self.lo = lo or 0
+        n = 0 if hi is None else hi - self.lo + 1
+        self.last_train = np.full(n, -1, np.int64)
+        self.last_any = np.full(n, -1, np.int64)
+        for g, c in log.chunks("step", "kind"):
+            at = c["step"] - self.lo
+            idx = np.arange(g, g + len(at), dtype=np.int64)
+            np.maximum.at(self.last_any, at, idx)
+            tr = c["kind"] == TRAIN
+            np.maximum.at(self.last_train, at[tr], idx[tr])
+
+    def seen(self) -> npt.NDArray[np.uint8]:
+        import numpy as np
+
+        return np.zeros(len(self.last_any), np.uint8)
+
+    def firsts(
+        self, seen: npt.NDArray[np.uint8], step: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """``mask`` less the records whose step number an earlier record of ``mask`` had (``seen``: the
+        step numbers met so far in this pass, updated)."""
+        import numpy as np
+
+        cand = np.flatnonzero(mask)
+        at = step[cand] - self.lo
+        _, first = np.unique(at, return_index=True)
+        keep = cand[first[seen[at[first]] == 0]]
+        seen[step[keep] - self.lo] = 1
+        out = np.zeros(len(mask), np.bool_)
+        out[keep] = True
+        return out
+
+
 class StreamLog:
-    """One node log's spilled step records and its clock, read a chunk of ``spill.CHUNK`` at a time."""
+    """One node log's step table and its clock, read a chunk of ``spill.CHUNK`` at a time."""
 
     def __init__(self, s: StepTable, clock: Clock) -> None:
         self.s, self.files, self.clock = s, s.files, clock
         self.n = len(s.files)
+        self.index = None if s.ascending else StepIndex(self)
+
+    def firsts(
+        self, seen: npt.NDArray[np.uint8] | None, step: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """The first record of each step number among ``mask`` (every record of a rising log is)."""
+        if self.index is None or seen is None:
+            return mask
+        return self.index.firsts(seen, step, mask)
+
+    def seen(self) -> npt.NDArray[np.uint8] | None:
+        return None if self.index is None else self.index.seen()
+
+    def take_any(self, name: str, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """The values of column ``name`` at the records ``idx``, in any order."""
+        import numpy as np
+
+        order = np.argsort(idx, kind="stable")
+        out = np.empty(len(idx), self.files.dtypes[name])
+        out[order] = self.files.take(name, idx[order])
+        return out
+
+    def by_step(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+        """Every step number ascending with the loss of its last record, a chunk at a time."""
+        import numpy as np
+
+        if self.index is None:
+            for _, c in self.chunks("step", "loss"):
+                yield c["step"], c["loss"]
+            return
+        ix = self.index
+        for a in range(0, len(ix.last_any), spill.CHUNK):
+            rec = ix.last_any[a : a + spill.CHUNK]
+            have = np.flatnonzero(rec >= 0)
+            if len(have):
+                yield have + a + ix.lo, self.take_any("loss", rec[have])
+
+    def by_step_count(self) -> int:
+        return self.n if self.index is None else int((self.index.last_any >= 0).sum())
 
     def chunks(self, *names: str) -> Iterator[tuple[int, Arrays]]:
         return self.files.chunks(names, size=spill.CHUNK)
@@ -176,8 +283,11 @@ def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
         for s, reason in stalls.exclusions().items():
             excluded.setdefault(s, reason)
     keys = np.sort(np.fromiter(excluded, np.int64, len(excluded)))
+    seen = log.seen()
     for _, c in log.chunks("step", "kind", "seconds", "has_seconds"):
-        first = (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys)
+        first = log.firsts(
+            seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys)
+        )
         v = c["seconds"][first]
         good = np.isfinite(v) & (v > 0)
         for s in c["step"][first][~good].tolist():
@@ -186,19 +296,23 @@ def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
     logged = np.zeros(len(every), np.bool_)
     for _, c in log.chunks("step"):
         logged |= np.isin(every, c["step"])
-    seen = set(every[logged].tolist())
-    kept = {s: r for s, r in sorted(excluded.items()) if s in seen}
+    named = set(every[logged].tolist())  # a reason only for a step that was logged
+    kept = {s: r for s, r in sorted(excluded.items()) if s in named}
     return StreamWindow(kept, stalls, keys)
 
 
-def window_mask(c: Arrays, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """The window records of a chunk (see StreamWindow)."""
+def window_mask(
+    log: StreamLog, seen: npt.NDArray[np.uint8] | None, c: Arrays, keys: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """The window records of a chunk (see StreamWindow): the first timed train record of each step not
+    excluded, when its seconds are positive and finite."""
     import numpy as np
 
     sec = c["seconds"]
     with np.errstate(invalid="ignore"):
         good = np.isfinite(sec) & (sec > 0)
-    return (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys) & good
+    first = log.firsts(seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys))
+    return first & good
 
 
 _JUDGED = ("step", "line", "kind", "seconds", "has_seconds", "timestamp")
@@ -211,16 +325,18 @@ def _judged(log: StreamLog, warmup: int) -> ColumnFiles:
     import numpy as np
 
     out = log.scratch("judged", _JUDGED_FILES)
-    seen = 0
+    timed = 0
+    seen = log.seen()
     for _, c in log.chunks(*_JUDGED):
         sec = c["seconds"]
         ok = (c["kind"] == TRAIN) & c["has_seconds"]
         with np.errstate(invalid="ignore"):
             ok &= np.isfinite(sec) & (sec > 0)
         idx = np.flatnonzero(ok)
-        later = (c["step"][idx] >= warmup) & (np.arange(seen, seen + len(idx)) >= warmup)
-        seen += len(idx)
-        j = idx[later]
+        later = np.zeros(len(ok), np.bool_)
+        later[idx] = (c["step"][idx] >= warmup) & (np.arange(timed, timed + len(idx)) >= warmup)
+        timed += len(idx)
+        j = np.flatnonzero(log.firsts(seen, c["step"], later))
         for name, col in (("step", "step"), ("line", "line"), ("sec", "seconds"), ("ts", "timestamp")):
             out.append(name, c[col][j])
     return out
@@ -379,33 +495,63 @@ class StreamFigures:
     seconds: float  # the window steps' seconds summed
     count: int  # window steps
     thinned: list[int]  # the window steps as series.thin lists them at the cap
+    ascending: bool  # the window steps rise (in the order of their first records)
+
+
+_FIGURES = (
+    "seconds",
+    "has_seconds",
+    "tokens",
+    "has_tokens",
+    "tflops",
+    "has_tflops",
+    "weights",
+    "has_weights",
+)
+
+
+def _last_train_records(log: StreamLog, c: Arrays, r: npt.NDArray[np.bool_]) -> Arrays:
+    """The figures of the last train record of each window record's step (the record itself in a rising
+    log): what the node's window figures read."""
+    if log.index is None:
+        return {k: c[k][r] for k in _FIGURES}
+    rec = log.index.last_train[c["step"][r] - log.index.lo]
+    return {k: log.take_any(k, rec) for k in _FIGURES}
 
 
 def stream_figures(
     log: StreamLog, sv: Survey, w: StreamWindow, rank: int, arrays: Path, cap: int
 ) -> StreamFigures:
-    """column_figures.node_stats of the spilled records (the window figures go to ``arrays``) and the
-    window's step list bounded at ``cap``."""
+    """The node's own window figures (rates left to the run judge, which needs every node), its window
+    figures' files (``arrays``, write_window) and the window's step list bounded at ``cap``."""
     import numpy as np
 
     out = write_window(arrays)
-    count = 0
+    count, prev, rising = 0, None, True
+    seen = log.seen()
     try:
         for _, c in log.chunks(*SPILL_COLUMNS):
-            r = window_mask(c, w.keys)
-            raw, timed = c["seconds"][r], c["has_seconds"][r]
-            secs = np.where(timed, raw, 0.0) + 0.0
+            r = window_mask(log, seen, c, w.keys)
+            f = _last_train_records(log, c, r)
+            raw, timed = f["seconds"], f["has_seconds"]
+            secs = np.where(timed, raw, 0.0) + 0.0  # no seconds: 0.0 (and -0.0 is 0.0)
             with np.errstate(invalid="ignore", over="ignore"):
-                tok_v, fl_v = c["tokens"][r], c["tflops"][r]
-                tok_ok = c["has_tokens"][r] & timed & np.isfinite(tok_v)
-                fl_ok = c["has_tflops"][r] & timed & np.isfinite(fl_v)
+                tok_v, fl_v = f["tokens"], f["tflops"]
+                tok_ok = f["has_tokens"] & timed & np.isfinite(tok_v)
+                fl_ok = f["has_tflops"] & timed & np.isfinite(fl_v)
                 tok = np.where(tok_ok, tok_v * raw, math.nan)
                 fl = np.where(fl_ok, fl_v * raw, math.nan)
-            cols = {"steps": c["step"][r], "sec": secs, "tok": tok, "tok_ok": tok_ok}
-            cols |= {"tw": c["weights"][r], "tw_ok": c["has_weights"][r], "fl": fl, "fl_ok": fl_ok}
+            steps = c["step"][r]
+            cols = {"steps": steps, "sec": secs, "tok": tok, "tok_ok": tok_ok}
+            cols |= {"tw": f["weights"], "tw_ok": f["has_weights"], "fl": fl, "fl_ok": fl_ok}
             for name, v in cols.items():
                 out.append(name, v)
-            count += int(r.sum())
+            count += len(steps)
+            if len(steps):
+                rising = (
+                    rising and (prev is None or int(steps[0]) > prev) and bool((np.diff(steps) > 0).all())
+                )
+                prev = int(steps[-1])
 
         def window(name: str) -> Iterator[npt.NDArray[Any]]:
             for _, c in out.chunks([name], size=spill.CHUNK):
@@ -418,17 +564,21 @@ def stream_figures(
         thinned: list[int] = out.take("steps", idx).tolist()
     finally:
         out.close()
+    logged, last = sv.train, sv.last_train
+    if log.index is not None:  # train steps by number, not records
+        have = np.flatnonzero(log.index.last_train >= 0)
+        logged, last = len(have), (int(have[-1]) + log.index.lo if len(have) else None)
     stats = NodeStats(
         rank=rank,
-        steps_logged=sv.train,
-        last_step=sv.last_train,
+        steps_logged=logged,
+        last_step=last,
         window_steps=count,
         step_time_p50_ms=p50,
         step_time_mean_ms=1000.0 * t / count if ok else None,
         tokens_per_sec_per_device=None,
         tflops_per_sec_per_device=None,
     )
-    return StreamFigures(stats, t, count, thinned)
+    return StreamFigures(stats, t, count, thinned, rising)
 
 
 def _percentile(chunks: Callable[[], Iterator[npt.NDArray[np.float64]]], n: int, q: float) -> float:
@@ -448,8 +598,9 @@ CURVE = {"steps": "i8", "loss": "f8"}
 def stream_losses(
     own: RunInputs, log: StreamLog, sv: Survey, sheet: Sheet
 ) -> tuple[ColumnFiles, ColumnFiles]:
-    """column_figures.loss_metrics of the spilled records: returns the sampled loss curve and its finite
-    points, in scratch files."""
+    """The loss metrics of the node as the reference node: final loss, eval loss, convergence and the
+    sampled loss curve's slope over every step number ascending with the loss of its last record
+    (:meth:`StreamLog.by_step`); returns the sampled curve and its finite points, in scratch files."""
     import numpy as np
 
     put = sheet.put
@@ -460,30 +611,31 @@ def stream_losses(
         put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
     else:
         first_finite: float | None = None
-        for _, c in log.chunks("loss"):
-            fin = np.flatnonzero(np.isfinite(c["loss"]))
-            if len(fin):
-                first_finite = float(c["loss"][fin[0]])
-                break
-        last = float(log.files.read("loss", log.n - 1, log.n)[0])
-        put_final_loss(log.step_at(log.n - 1), last, first_finite, sheet)
+        last_step, last = 0, math.nan
+        for st, ls in log.by_step():
+            fin = np.flatnonzero(np.isfinite(ls))
+            if first_finite is None and len(fin):
+                first_finite = float(ls[fin[0]])
+            last_step, last = int(st[-1]), float(ls[-1])
+        put_final_loss(last_step, last, first_finite, sheet)
     _convergence(own, log, sv, eval_section(own, sheet), sheet)
     if sv.train:
         lc = own.ctx.loss_curve
         every = lc.sample_every if lc.sample_every > 0 else 1
         miles = np.asarray(lc.milestone_steps, dtype=np.int64)
-        for lo, c in log.chunks("step", "loss"):
-            st = c["step"]
+        lo, n = 0, log.by_step_count()
+        for st, ls in log.by_step():
             keep = (st % every == 0) | np.isin(st, miles)
             if lo == 0:
-                keep[0] = True
-            if lo + len(st) == log.n:
+                keep[0] = True  # the first and the last step are always sampled
+            if lo + len(st) == n:
                 keep[-1] = True
+            lo += len(st)
             sampled.append("steps", st[keep])
-            sampled.append("loss", c["loss"][keep])
-            fin = keep & np.isfinite(c["loss"])
+            sampled.append("loss", ls[keep])
+            fin = keep & np.isfinite(ls)
             finite_pts.append("steps", st[fin])
-            finite_pts.append("loss", c["loss"][fin])
+            finite_pts.append("loss", ls[fin])
     _curve_slope(own, sampled, sheet)
     return sampled, finite_pts
 
@@ -491,7 +643,9 @@ def stream_losses(
 def _convergence(
     own: RunInputs, log: StreamLog, sv: Survey, final_evals: list[EvalEvent], sheet: Sheet
 ) -> None:
-    """column_figures._convergence over the spilled records."""
+    """Steps and time to the convergence target, on the eval loss or the training loss (by step, as
+    stream_losses reads it); the time is the seconds of the train steps up to it, each step once, in the
+    order the steps first appear."""
     import numpy as np
 
     target = own.ctx.convergence.target_value
@@ -507,17 +661,14 @@ def _convergence(
         fin = [v for _, v in pairs if math.isfinite(v)]
         best = min(fin) if fin else None
     elif sv.train:
-        for _, c in log.chunks("step", "loss"):
-            ls = c["loss"]
+        for st, ls in log.by_step():
             with np.errstate(invalid="ignore"):
                 hits = np.flatnonzero(np.isfinite(ls) & (ls <= target))
             if len(hits):
-                hit = int(c["step"][hits[0]])
+                hit = int(st[hits[0]])
                 break
         if hit is None:
-            mins = [
-                min(x) for _, c in log.chunks("loss") if (x := c["loss"][np.isfinite(c["loss"])].tolist())
-            ]
+            mins = [min(x) for _, ls in log.by_step() if (x := ls[np.isfinite(ls)].tolist())]
             best = min(mins) if mins else None
     if hit is None:
         text = f"best {best:.4f}" if best is not None else "no finite value"
@@ -526,10 +677,13 @@ def _convergence(
         return
     sheet.put("training.steps_to_target", float(hit))
 
+    seen = log.seen()
+
     def secs() -> Iterator[list[float]]:
-        for _, c in log.chunks("step", "kind", "seconds", "has_seconds"):
-            r = (c["kind"] == TRAIN) & (c["step"] <= hit)
-            yield (np.where(c["has_seconds"][r], c["seconds"][r], 0.0) + 0.0).tolist()
+        for _, c in log.chunks("step", "kind", *_FIGURES):
+            r = log.firsts(seen, c["step"], c["kind"] == TRAIN) & (c["step"] <= hit)
+            f = _last_train_records(log, c, r)
+            yield (np.where(f["has_seconds"], f["seconds"], 0.0) + 0.0).tolist()
 
     sheet.put("training.time_to_target_seconds", _fsum(secs()))
 
@@ -613,6 +767,8 @@ def finite_losses(log: StreamLog) -> dict[int, float]:
 
 
 __all__ = [
+    "WINDOW_COLUMNS",
+    "StepIndex",
     "StreamLog",
     "bounded_points",
     "finite_losses",
@@ -621,4 +777,5 @@ __all__ = [
     "stream_series",
     "stream_window",
     "survey",
+    "write_window",
 ]

@@ -5,14 +5,13 @@ of its fields. :class:`StepCollector` takes the parser's events a chunk at a tim
 as columns (70 bytes a step record; in memory up to ``KEEP_IN_MEMORY`` records, then in files,
 ``judge.spill``), the other events (checkpoints, evals, errors, ...) as they are with the number of step
 records before each, and the two step events the run's outcome and environment read whole.
-:class:`StepTable` is the result, read a chunk at a time; :class:`StepColumns` the columns read into
-memory with numpy.
+:class:`StepTable` is the result, read a chunk at a time (``judge.column_stream``); :class:`StepColumns`
+turns the records a rule names back into StepEvents (the node record's bounded series).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,19 +87,6 @@ class StepColumns:
         )
 
 
-@dataclass(slots=True)
-class Collected:
-    """What :class:`StepCollector` kept of one node log."""
-
-    columns: StepColumns
-    others: list[tuple[int, LogEvent]]  # (step records before it, event): every event but step lines
-    kept: list[tuple[int, StepEvent]]  # (record, event): the first sourced one and the first highest
-
-    def slim_events(self) -> list[LogEvent]:
-        """The events without their step lines but ``kept``, in log order (see digest.slim_events)."""
-        return _slim(self.others, self.kept)
-
-
 def _slim(others: list[tuple[int, LogEvent]], kept: list[tuple[int, StepEvent]]) -> list[LogEvent]:
     keyed: list[tuple[int, int, LogEvent]] = [(pos, 0, e) for pos, e in others]
     keyed += [(i, 1, e) for i, e in dict(kept).items()]
@@ -123,14 +109,6 @@ class StepTable:
     def slim_events(self) -> list[LogEvent]:
         return _slim(self.others, self.kept)
 
-    def load(self) -> Collected:
-        """The columns read into memory (a log whose step numbers repeat or go back is judged so)."""
-        import numpy as np
-
-        f = self.files
-        cols = StepColumns(**{k: np.array(f.load(k)) for k in SPILL_COLUMNS})
-        return Collected(cols, self.others, self.kept)
-
 
 def _event_index(others: list[int], j: int) -> int:
     """The index in its batch of step record ``j`` of the batch, ``others`` the other events' indexes."""
@@ -150,10 +128,17 @@ class StepCollector:
     """Feed it a node log's events in order (``add``), then take the step table (``table``). The fields are
     read off the step events by the byte scanner (``step_columns`` of the C module or of its twin
     ``_pyscan``); ``native`` as for ``NodeLogParser``. The columns are held in memory up to ``keep``
-    records, then in files in ``spill`` (None: a new temporary folder, removed by :meth:`discard`)."""
+    records (default KEEP_IN_MEMORY), then in files in ``spill`` (None: a new temporary folder, removed
+    by :meth:`discard`).
+    ``refine``: full-precision train losses by step (MaxText's metrics file): a train record's finite loss
+    takes it where the two agree to the log's 3 decimals (:func:`refined_losses`), batch by batch."""
 
     def __init__(
-        self, native: bool | None = None, spill: Path | None = None, keep: int = KEEP_IN_MEMORY
+        self,
+        native: bool | None = None,
+        spill: Path | None = None,
+        keep: int | None = None,
+        refine: Mapping[int, float] | None = None,
     ) -> None:
         import tempfile
         import uuid
@@ -163,13 +148,20 @@ class StepCollector:
         self._scan = accel.select(native).step_columns
         self._own = spill is None
         folder = spill or Path(tempfile.gettempdir()) / f"cvs-tui-steps-{uuid.uuid4().hex}"
-        self._files = ColumnFiles(folder, SPILL_COLUMNS, keep=keep)
+        self._files = ColumnFiles(folder, SPILL_COLUMNS, keep=KEEP_IN_MEMORY if keep is None else keep)
         self._ascending = True
         self._last = 0
         self._n = 0
         self.others: list[tuple[int, LogEvent]] = []
         self._sourced: tuple[int, StepEvent] | None = None
         self._top: tuple[int, StepEvent] | None = None
+        self._refine = None
+        if refine:
+            import numpy as np
+
+            keys = np.fromiter(refine, np.int64, len(refine))
+            order = np.argsort(keys)
+            self._refine = (keys[order], np.fromiter(refine.values(), np.float64, len(refine))[order])
 
     def _step(self, batch: list[LogEvent], others: list[int], j: int) -> tuple[int, StepEvent]:
         e = batch[_event_index(others, j)]
@@ -192,6 +184,11 @@ class StepCollector:
             self._ascending = rises
             self._last = int(nums[-1])
         put = self._files.append
+        if self._refine is not None:
+            loss = refined_losses(
+                nums, np.frombuffer(cols[3], np.int8), np.frombuffer(cols[2]), *self._refine
+            )
+            cols = (cols[0], cols[1], loss.tobytes(), *cols[3:])
         for k, name in enumerate(("step", "line", "loss", "kind")):
             put(name, cols[k])
         for k, name in enumerate(_SPILL_OPTIONAL):
@@ -208,7 +205,24 @@ class StepCollector:
     def _kept(self) -> list[tuple[int, StepEvent]]:
         kept = [k for k in (self._sourced, self._top) if k is not None]
         kept.sort(key=lambda k: k[0])
+        if self._refine is not None:
+            kept = [(i, self._refined(e)) for i, e in kept]
         return kept
+
+    def _refined(self, e: StepEvent) -> StepEvent:
+        import dataclasses
+
+        import numpy as np
+
+        assert self._refine is not None
+        one = refined_losses(
+            np.array([e.step], np.int64),
+            np.array([KINDS.index(e.kind)], np.int8),
+            np.array([e.loss], np.float64),
+            *self._refine,
+        )
+        x = float(one[0])
+        return e if x == e.loss or (x != x and e.loss != e.loss) else dataclasses.replace(e, loss=x)
 
     @property
     def files(self) -> ColumnFiles:
@@ -219,10 +233,6 @@ class StepCollector:
         """What was collected so far."""
         return StepTable(self._files, self.others, self._kept(), self._ascending)
 
-    def finish(self) -> Collected:
-        """The columns read into memory."""
-        return self.table().load()
-
     def discard(self) -> None:
         """Close the columns; remove their folder when the collector made it."""
         import shutil
@@ -232,41 +242,46 @@ class StepCollector:
             shutil.rmtree(self._files.folder, ignore_errors=True)
 
 
-_SUM_CHUNK = 1 << 16
+# a 3-decimal log loss and the full-precision value agree within half a unit of the last digit
+PRINTED_HALF_UNIT = 5e-4 + 1e-9
 
 
-def exact_sum(xs: npt.NDArray[np.float64]) -> float:
-    """``sum(xs.tolist())`` (the live judge's ``sum`` of a list of floats, the same float on every Python
-    version) without the list: one ``sum`` over the values a chunk at a time, so the temporary Python
-    floats stay bounded whatever the length."""
-    from itertools import chain
+def refined_losses(
+    step: npt.NDArray[np.int64],
+    kind: npt.NDArray[np.int8],
+    loss: npt.NDArray[np.float64],
+    keys: npt.NDArray[np.int64],
+    vals: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """The records' losses, a train record's finite loss replaced by the full-precision one of its step
+    (``keys`` ascending, ``vals`` theirs) where the two agree within PRINTED_HALF_UNIT; a step whose
+    values disagree keeps the logged loss (the files are not of the same run). NaN/Inf stay as logged."""
+    import numpy as np
 
-    chunks = (xs[i : i + _SUM_CHUNK].tolist() for i in range(0, len(xs), _SUM_CHUNK))
-    total: float = sum(chain.from_iterable(chunks))
-    return total
-
-
-def collect(events: Iterable[LogEvent]) -> Collected:
-    """The columns of a node's events held in memory."""
-    c = StepCollector(keep=sys.maxsize)
-    c.add(list(events))
-    try:
-        return c.finish()
-    finally:
-        c.discard()
+    if not len(keys) or not len(step):
+        return loss
+    at = np.minimum(np.searchsorted(keys, step), len(keys) - 1)
+    exact = vals[at]
+    with np.errstate(invalid="ignore"):
+        swap = (
+            (kind == TRAIN)
+            & np.isfinite(loss)
+            & (keys[at] == step)
+            & (np.abs(exact - loss) <= PRINTED_HALF_UNIT)
+        )
+    return np.where(swap, exact, loss)
 
 
 __all__ = [
     "KEEP_IN_MEMORY",
     "KINDS",
+    "PRINTED_HALF_UNIT",
     "PROFILER",
     "RAMPUP",
     "SPILL_COLUMNS",
     "TRAIN",
-    "Collected",
     "StepCollector",
     "StepColumns",
     "StepTable",
-    "collect",
-    "exact_sum",
+    "refined_losses",
 ]

@@ -13,13 +13,13 @@ window steps that the cross-node metrics need to column files (``arrays``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock
-from cvs_tui.core.judge.columns import Collected, StepTable
+from cvs_tui.core.judge.columns import StepTable
 from cvs_tui.core.judge.definitions import MetricValue
 from cvs_tui.core.judge.metrics import NodeStats, RunContext, RunInputs, Sheet
 from cvs_tui.core.judge.records import node_record, window_record
@@ -53,7 +53,7 @@ class NodeDigest:
     window_seconds: float  # the node's own window: the sum of its steps' seconds
     loss_metrics: dict[str, MetricValue]
     curve: Path  # .npz: the sampled loss curve as if this node were the reference node (write_curve)
-    arrays: Path  # folder (column_figures.write_window): the node's window steps, seconds, tokens, FLOPs
+    arrays: Path  # folder (column_stream.write_window): the node's window steps, seconds, tokens, FLOPs
     step_records: int  # every step line the node logged
     window_len: int
     thinned: bool  # its series in ``record`` were bounded
@@ -132,37 +132,15 @@ def judge_node(
     series_cap: int | None = None,
     keep_losses: bool = False,
     clock: LineClock | SpilledClock | None = None,
-    refine: Callable[[Collected], None] | None = None,
 ) -> NodeDigest:
     """One node's digest (see the module docstring) from its step ``table``, a chunk at a time
-    (``judge.column_stream``) when its step numbers rise, else read into memory. ``arrays``: where its
+    (``judge.column_stream``). ``arrays``: where its
     window figures go; ``exit_code``: the node's, when the runner knows it; ``series_cap``: default
     SERIES_CAP; ``keep_losses``: keep every step's loss when the series is bounded (the checkpoint-resume
-    verdicts compare losses step by step); ``clock``: the log's line clock; ``refine``: changes the
-    columns before they are judged (a metrics file's exact losses), so they are read into memory."""
+    verdicts compare losses step by step); ``clock``: the log's line clock."""
     from cvs_tui.core.judge import column_stream as cs
 
     cap = SERIES_CAP if series_cap is None else series_cap
-    if refine is not None or not table.ascending:
-        from cvs_tui.core.judge.digest import digest_collected
-
-        whole = clock if not isinstance(clock, SpilledClock) else LineClock(*clock.arrays())
-        held = table.load()
-        if refine is not None:
-            refine(held)
-        return digest_collected(
-            rank,
-            held,
-            lines,
-            ctx=ctx,
-            log_path=log_path,
-            host=host,
-            arrays=arrays,
-            exit_code=exit_code,
-            series_cap=cap,
-            keep_losses=keep_losses,
-            clock=whole,
-        )
     log = cs.StreamLog(table, clock)
     sv = cs.survey(log)
     win = cs.stream_window(log, sv)
@@ -196,7 +174,7 @@ def judge_node(
         arrays=arrays,
         step_records=log.n,
         window_len=fig.count,
-        window_ascending=True,
+        window_ascending=fig.ascending,
         thinned=thinned,
         series_cap=cap,
         losses=cs.finite_losses(log) if keep_losses and thinned else None,

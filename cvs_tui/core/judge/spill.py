@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -188,12 +187,6 @@ class SpilledClock(Mapping[int, float]):
     def __init__(self, files: ColumnFiles) -> None:
         self.files = files
         self._n = len(files)
-
-    def arrays(self) -> tuple[array[int], array[float]]:
-        """The clock read into memory (``LineClock``'s two arrays)."""
-        at: array[int] = array("q", self.files.load("at").tobytes())
-        t: array[float] = array("d", self.files.load("t").tobytes())
-        return at, t
 
     def _line(self, i: int) -> int:
         return int(self.files.read("at", i, i + 1)[0])
