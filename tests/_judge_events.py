@@ -12,13 +12,13 @@ from typing import Any
 
 from cvs_tui.core.events import LogEvent
 from cvs_tui.core.judge import spill
-from cvs_tui.core.judge.column_stream import WINDOW_COLUMNS
-from cvs_tui.core.judge.columns import StepCollector
+from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
 from cvs_tui.core.judge.node import NodeDigest, judge_node
 from cvs_tui.core.judge.run import run_metrics
 from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.judge.stalls import StallReport
+from cvs_tui.core.judge.table import StepCollector
 from cvs_tui.core.judge.window import NodeWindow
 
 

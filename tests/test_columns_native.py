@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cvs_tui.core.events import CheckpointAction, CheckpointEvent, LogEvent, StepEvent, StepKind
-from cvs_tui.core.judge.columns import KINDS, SPILL_COLUMNS, StepCollector, StepTable
+from cvs_tui.core.judge.table import KINDS, SPILL_COLUMNS, StepCollector, StepTable
 from cvs_tui.core.parse import NodeLogParser, _pyscan
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -1,9 +1,9 @@
-"""The judge reads a node's step table a chunk at a time (``judge.column_stream``, ``spill.CHUNK`` records
-per read): its digest does not depend on the chunk size nor on whether the table is in memory or in
-files. Every edge case of ``judge_cases`` and every MaxText fixture log is judged with chunks of 3
-records and tables that go to files past 2 records, and with chunks of 65,536 and tables in memory:
-every field of the digests, the window figures' files, the curve files and the run's metrics are the
-same. What the judge gives is held by the goldens (``test_judge_goldens.py``)."""
+"""The judge reads a node's step table a chunk at a time (``spill.CHUNK`` records per read): its digest does
+not depend on the chunk size nor on whether the table is in memory or in files. Every edge case of
+``judge_cases`` and every MaxText fixture log is judged with chunks of 3 records and tables that go to
+files past 2 records, and with chunks of 65,536 and tables in memory: every field of the digests, the
+window figures' files, the curve files and the run's metrics are the same. What the judge gives is held
+by the goldens (``test_judge_goldens.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from judge_cases import CASES
 from cvs_tui.core import offline
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge import digest_merge, spill
-from cvs_tui.core.judge.column_stream import WINDOW_COLUMNS
+from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.finalize import run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.node import NodeDigest
@@ -87,7 +87,7 @@ def _sizes(monkeypatch: pytest.MonkeyPatch, chunk: int, keep: int) -> Iterator[N
     with monkeypatch.context() as m:
         m.setattr(spill, "CHUNK", chunk)
         m.setattr(digest_merge, "BLOCK", chunk)
-        m.setattr("cvs_tui.core.judge.columns.KEEP_IN_MEMORY", keep)
+        m.setattr("cvs_tui.core.judge.table.KEEP_IN_MEMORY", keep)
         yield
 
 

@@ -24,12 +24,12 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
-from cvs_tui.core.judge.columns import KINDS, StepCollector, refined_losses
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.node import NodeDigest, judge_node
 from cvs_tui.core.judge.run import judge_run
 from cvs_tui.core.judge.spill import SpillError
+from cvs_tui.core.judge.table import KINDS, StepCollector, refined_losses
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
@@ -47,7 +47,7 @@ def full_losses(steps: Sequence[MetricsFileStep]) -> dict[int, float]:
 
 def with_full_precision_losses(events: Sequence[LogEvent], full: Mapping[int, float]) -> list[LogEvent]:
     """Train steps take their loss from MaxText's metrics file (``full``: full_losses of the file) by the
-    rule the step table applies as it collects (``judge.columns.refined_losses``)."""
+    rule the step table applies as it collects (``judge.table.refined_losses``)."""
     import numpy as np
 
     steps = [(i, e) for i, e in enumerate(events) if isinstance(e, StepEvent)]

@@ -1,7 +1,7 @@
 """The cross-node window figures of :func:`~cvs_tui.core.judge.run.judge_run`, read a chunk at a
 time, so that the process combining the nodes holds the same whatever the number of steps.
 
-Each node's window figures are column files (``column_stream.write_window``, :mod:`.spill`) with its
+Each node's window figures are column files (``figures.write_window``, :mod:`.spill`) with its
 window steps in ascending order. :func:`merge_window` walks every node's steps a block at a time and keeps
 the steps clean on every node (the run's common window) with the slowest node's seconds of each, in
 column files of their own. :func:`node_figures` then reads one node at a time: its own rates and the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from cvs_tui.core.judge import spill
-from cvs_tui.core.judge.column_stream import WINDOW_COLUMNS
+from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.metrics import (
     NodeStats,
     RunInputs,
@@ -252,7 +252,7 @@ def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, lis
 
 
 class _Figures(NamedTuple):
-    """A node's window steps (its own window order) and their figures, as column_stream.write_window
+    """A node's window steps (its own window order) and their figures, as figures.write_window
     wrote them."""
 
     steps: npt.NDArray[np.int64]

@@ -18,11 +18,11 @@ from typing import Literal
 from cvs_tui import __version__
 from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge.columns import StepTable
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
 from cvs_tui.core.judge.records import finite, run_environment, window_record
+from cvs_tui.core.judge.table import StepTable
 from cvs_tui.core.judge.verdicts import FAIL, PASS, RECORD, Verdict, judge_all
 from cvs_tui.core.judge.window import WINDOW_DEFINITION
 from cvs_tui.core.plan import JudgeSpec, Plan, PlannedRun
@@ -152,8 +152,8 @@ def finalize_run(
     health: Mapping[str, float] | None = None,
 ) -> RunRecord:
     """Judge one planned run from each node's events held in memory (index = rank): each node's events
-    go into a step table (``judge.columns.StepCollector``), then :func:`judge_tables`."""
-    from cvs_tui.core.judge.columns import StepCollector
+    go into a step table (``judge.table.StepCollector``), then :func:`judge_tables`."""
+    from cvs_tui.core.judge.table import StepCollector
 
     collectors = [StepCollector() for _ in node_events]
     try:

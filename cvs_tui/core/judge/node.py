@@ -1,4 +1,4 @@
-"""One node's judgement: :func:`judge_node` reads a node's step table (``judge.columns``) a chunk at a
+"""One node's judgement: :func:`judge_node` reads a node's step table (``judge.table``) a chunk at a
 time and reduces it to a :class:`NodeDigest`, whose size does not grow with the node's step count beyond
 its bounded series.
 
@@ -19,13 +19,15 @@ from pathlib import Path
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock
-from cvs_tui.core.judge.columns import StepTable
 from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.figures import stream_figures
+from cvs_tui.core.judge.loss import bounded_points, finite_losses, stream_losses
 from cvs_tui.core.judge.metrics import NodeStats, RunContext, RunInputs, Sheet
 from cvs_tui.core.judge.records import node_record, window_record
-from cvs_tui.core.judge.series import SERIES_CAP
+from cvs_tui.core.judge.series import SERIES_CAP, stream_series
 from cvs_tui.core.judge.spill import SpilledClock
-from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow
+from cvs_tui.core.judge.table import StepTable, StreamLog
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow, stream_window, survey
 from cvs_tui.core.results import ErrorRecord, NodeRecord
 
 # the loss metrics a node computes as if it were the reference node (the first node with train steps)
@@ -53,7 +55,7 @@ class NodeDigest:
     window_seconds: float  # the node's own window: the sum of its steps' seconds
     loss_metrics: dict[str, MetricValue]
     curve: Path  # .npz: the sampled loss curve as if this node were the reference node (write_curve)
-    arrays: Path  # folder (column_stream.write_window): the node's window steps, seconds, tokens, FLOPs
+    arrays: Path  # folder (figures.write_window): the node's window steps, seconds, tokens, FLOPs
     step_records: int  # every step line the node logged
     window_len: int
     thinned: bool  # its series in ``record`` were bounded
@@ -134,31 +136,29 @@ def judge_node(
     clock: LineClock | SpilledClock | None = None,
 ) -> NodeDigest:
     """One node's digest (see the module docstring) from its step ``table``, a chunk at a time
-    (``judge.column_stream``). ``arrays``: where its
+    (the rules' modules: ``window``, ``stalls``, ``figures``, ``loss``, ``series``). ``arrays``: where its
     window figures go; ``exit_code``: the node's, when the runner knows it; ``series_cap``: default
     SERIES_CAP; ``keep_losses``: keep every step's loss when the series is bounded (the checkpoint-resume
     verdicts compare losses step by step); ``clock``: the log's line clock."""
-    from cvs_tui.core.judge import column_stream as cs
-
     cap = SERIES_CAP if series_cap is None else series_cap
-    log = cs.StreamLog(table, clock)
-    sv = cs.survey(log)
-    win = cs.stream_window(log, sv)
+    log = StreamLog(table, clock)
+    sv = survey(log)
+    win = stream_window(log, sv)
     slim = table.slim_events()
     own = own_inputs(slim, ctx, bool(sv.train))
     sheet = Sheet()
-    sampled, finite = cs.stream_losses(own, log, sv, sheet)
-    fig = cs.stream_figures(log, sv, win, rank, arrays, cap)
+    sampled, finite = stream_losses(own, log, sv, sheet)
+    fig = stream_figures(log, sv, win, rank, arrays, cap)
     kept = NodeWindow(steps=[], excluded=win.excluded, stalls=win.stalls)
     others = [e for _, e in table.others]
     record, errors = node_record(
-        rank, [*others, *cs.stream_series(log, cap)], kept, fig.stats, host, log_path, exit_code, lines
+        rank, [*others, *stream_series(log, cap)], kept, fig.stats, host, log_path, exit_code, lines
     )
     status = "ok" if fig.count >= MIN_CLEAN_STEPS else "inconclusive"
     record = record.model_copy(update={"window": window_record(status, "", fig.thinned, win.excluded)})
     thinned = log.n > cap or fig.count > cap
     curve = arrays.with_name(arrays.name + ".curve.npz")
-    write_curve(curve, cs.bounded_points(finite, cap), len(finite))
+    write_curve(curve, bounded_points(finite, cap), len(finite))
     sampled.close()
     finite.close()
     return NodeDigest(
@@ -177,7 +177,7 @@ def judge_node(
         window_ascending=fig.ascending,
         thinned=thinned,
         series_cap=cap,
-        losses=cs.finite_losses(log) if keep_losses and thinned else None,
+        losses=finite_losses(log) if keep_losses and thinned else None,
     )
 
 

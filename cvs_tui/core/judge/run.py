@@ -34,12 +34,13 @@ from cvs_tui.core.results import RunRecord
 def _no_reference_losses(inputs: RunInputs, sheet: Sheet) -> tuple[list[tuple[int, float]], int]:
     """The loss metrics of a run where no node logged a train step: the node judge's over an empty table
     (evals from every node); returns the (empty) curve and its count."""
-    from cvs_tui.core.judge import column_stream as cs
-    from cvs_tui.core.judge.columns import SPILL_COLUMNS, StepTable
+    from cvs_tui.core.judge.loss import stream_losses
     from cvs_tui.core.judge.spill import ColumnFiles
+    from cvs_tui.core.judge.table import SPILL_COLUMNS, StepTable, StreamLog
+    from cvs_tui.core.judge.window import survey
 
-    log = cs.StreamLog(StepTable(ColumnFiles(None, SPILL_COLUMNS), [], [], True), None)
-    sampled, finite = cs.stream_losses(inputs, log, cs.survey(log), sheet)
+    log = StreamLog(StepTable(ColumnFiles(None, SPILL_COLUMNS), [], [], True), None)
+    sampled, finite = stream_losses(inputs, log, survey(log), sheet)
     sampled.close()
     finite.close()
     return [], 0

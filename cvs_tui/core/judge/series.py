@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from cvs_tui.core.judge.table import StreamLog
+
 SERIES_CAP = 2000  # entries per node and per series; exact at or below it
 _PER_BUCKET = 5  # first, lowest loss, highest loss, longest seconds, first non-finite loss
 
@@ -143,6 +145,22 @@ def series_note(
     )
 
 
+def stream_series(log: StreamLog, cap: int) -> list[StepEvent]:
+    """digest._series of the spilled records."""
+    import numpy as np
+
+    if log.n <= cap:
+        return log.events(list(range(log.n)))
+
+    def read(lo: int, hi: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        f = log.files
+        sec, has = f.read("seconds", lo, hi), f.read("has_seconds", lo, hi)
+        with np.errstate(invalid="ignore"):
+            return f.read("loss", lo, hi), np.where(has & np.isfinite(sec), sec, -np.inf)
+
+    return log.events(decimated_from(log.n, read, cap))
+
+
 __all__ = [
     "SERIES_CAP",
     "curve_note",
@@ -151,6 +169,7 @@ __all__ = [
     "decimated_from",
     "series_note",
     "step_series",
+    "stream_series",
     "thin",
     "thin_indexes",
 ]

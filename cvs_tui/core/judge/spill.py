@@ -1,6 +1,6 @@
 """Columns kept in files while a long node log is judged, read back a chunk at a time.
 
-``analyze`` of a long log keeps each step record's fields (``judge.columns``), the log's line clock and a
+``analyze`` of a long log keeps each step record's fields (``judge.table``), the log's line clock and a
 node's window figures in plain binary files, one per column (native byte order, no header), in its
 temporary folder. Every pass over them reads one chunk of :data:`CHUNK` records at a time with
 ``os.pread``, so what a process holds stays the same whatever the log's length; the kernel's page cache

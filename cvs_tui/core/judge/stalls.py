@@ -5,7 +5,7 @@ training loop (an async checkpoint's device-to-host copy, a storage hang, a pree
 host, a SIGSTOP) lands in one step's interval. The step line may be written late, in a burst with its
 neighbours, so where it sits in the log says nothing; the time does.
 
-The rule, per node (``column_stream.stream_stalls``, over the node's step table a chunk at a time):
+The rule, per node (:func:`stream_stalls`, over the node's step table a chunk at a time):
 
 * Judged steps: train steps with finite, positive ``seconds``, minus warm-up (step numbers below
   ``warmup`` and the first ``warmup`` timed steps, as the steady-state window does), first record of
@@ -55,11 +55,28 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.background import Interval
+from cvs_tui.core.judge.order_stats import median
+from cvs_tui.core.judge.spill import ColumnFiles
+from cvs_tui.core.judge.table import (
+    PROFILER,
+    TRAIN,
+    Arrays,
+    Clock,
+    StreamLog,
+    chunk_sum,
+    clock_times,
+    each_chunk,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "Interval",
@@ -70,6 +87,7 @@ __all__ = [
     "attribute",
     "place_stall",
     "run_stalls",
+    "stream_stalls",
 ]
 
 STALL_RATIO = 3.0
@@ -258,3 +276,175 @@ def run_stalls(reports: Sequence[StallReport], steady_step_seconds: float | None
         goodput_pct=min(goodputs) if goodputs else None,
         stalls=tuple(listed),
     )
+
+
+# ---- the rule over a node's step table, a chunk at a time
+_JUDGED = ("step", "line", "kind", "seconds", "has_seconds", "timestamp")
+
+
+_JUDGED_FILES = {"step": "i8", "line": "i8", "sec": "f8", "ts": "f8"}
+
+
+def _judged(log: StreamLog, warmup: int) -> ColumnFiles:
+    """column_stalls' judged records (their step, line, seconds and timestamp), into files of their own:
+    the stall rules read them many times."""
+    import numpy as np
+
+    out = log.scratch("judged", _JUDGED_FILES)
+    timed = 0
+    seen = log.seen()
+    for _, c in log.chunks(*_JUDGED):
+        sec = c["seconds"]
+        ok = (c["kind"] == TRAIN) & c["has_seconds"]
+        with np.errstate(invalid="ignore"):
+            ok &= np.isfinite(sec) & (sec > 0)
+        idx = np.flatnonzero(ok)
+        later = np.zeros(len(ok), np.bool_)
+        later[idx] = (c["step"][idx] >= warmup) & (np.arange(timed, timed + len(idx)) >= warmup)
+        timed += len(idx)
+        j = np.flatnonzero(log.firsts(seen, c["step"], later))
+        for name, col in (("step", "step"), ("line", "line"), ("sec", "seconds"), ("ts", "timestamp")):
+            out.append(name, c[col][j])
+    return out
+
+
+def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
+    """column_stalls of the spilled records."""
+    judged = _judged(log, warmup)
+    try:
+        return _stalls(log, judged, bg)
+    finally:
+        judged.close()
+
+
+def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
+    import numpy as np
+
+    def secs() -> Iterator[npt.NDArray[np.float64]]:
+        for c in each_chunk(judged, "sec"):
+            yield c["sec"]
+
+    n = len(judged)
+    wall = chunk_sum(x.tolist() for x in secs())
+    if n < MIN_BASELINE_STEPS:
+        return StallReport((), n, None, None, wall, wall / n if n else None)
+    m = median(secs, n)
+    s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in secs()), n)
+    limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
+    stalls: list[Stall] = []
+    flagged: set[int] = set()
+    for g, c in judged.chunks(("step", "line", "sec"), size=spill.CHUNK):
+        for i in np.flatnonzero(c["sec"] > limit).tolist():
+            stalls.append(Stall(int(c["step"][i]), float(c["sec"][i]), m, int(c["line"][i])))
+            flagged.add(g + i)
+    if n > 2:
+        wall = _gaps(log.clock, judged, limit, m, flagged, stalls, wall)
+    stalls.sort(key=lambda st: st.line)
+    stalls = _place(stalls, log, m)
+    timeline = Timeline(bg)
+    stalls = [attribute(st, timeline, 2.0 * m) for st in stalls]
+    stalled = np.fromiter({st.step for st in stalls if st.source == "seconds"}, np.int64)
+    count = [0]
+
+    def steady() -> Iterator[list[float]]:
+        for c in each_chunk(judged, "step", "sec"):
+            keep = c["sec"][~np.isin(c["step"], stalled)]
+            count[0] += len(keep)
+            yield keep.tolist()
+
+    total = chunk_sum(steady())
+    mean = total / count[0] if count[0] else None
+    return StallReport(tuple(stalls), n, m, limit, wall, mean)
+
+
+def _gaps(
+    clock: Clock,
+    judged: ColumnFiles,
+    limit: float,
+    m: float,
+    flagged: set[int],
+    out: list[Stall],
+    wall: float,
+) -> float:
+    """The log gaps between judged records 1..n-2 (column_stalls), appended to ``out``; returns ``wall``."""
+    import numpy as np
+
+    n, prev = len(judged), math.nan
+    for g, c in judged.chunks(tuple(_JUDGED_FILES), size=spill.CHUNK):
+        times = clock_times(clock, c["line"], c["ts"])
+        full = np.concatenate(([prev], times)) if g else times
+        base = g - 1 if g else 0  # the judged index of full[0]
+        with np.errstate(invalid="ignore"):
+            at = np.flatnonzero(full[1:] - full[:-1] > limit)
+        for k in at.tolist():
+            i = base + k + 1
+            if i < 1 or i > n - 2 or flagged.intersection(range(i - 1, i + LINE_LAG + 1)):
+                continue  # the gap is a seconds stall: a step line is written up to LINE_LAG steps late
+            t0, t1 = float(full[k]), float(full[k + 1])
+            r = i - g
+            out.append(Stall(int(c["step"][r]), t1 - t0, m, int(c["line"][r]), "log gap", t0, t1))
+            wall += t1 - t0 - float(c["sec"][r])
+        prev = float(times[-1])
+    return wall
+
+
+def _timed(log: StreamLog) -> Iterator[tuple[Arrays, npt.NDArray[np.int64]]]:
+    """column_window._place's timed records, a chunk at a time."""
+    import numpy as np
+
+    for _, c in log.chunks(*_JUDGED):
+        ok = (c["kind"] != PROFILER) & c["has_seconds"] & np.isfinite(c["seconds"])
+        yield c, np.flatnonzero(ok)
+
+
+def _place(stalls: list[Stall], log: StreamLog, median_s: float) -> list[Stall]:
+    """column_window._place over the spilled records: each seconds stall's wall interval."""
+    import numpy as np
+
+    wanted = [i for i, s in enumerate(stalls) if s.source == "seconds"]
+    if not wanted:
+        return stalls
+    k_of: dict[int, int] = {}
+    g = 0
+    for c, t in _timed(log):
+        tl, tstep = c["line"][t], c["step"][t]
+        for w in wanted:
+            if w in k_of:
+                continue
+            s = stalls[w]
+            lo, hi = int(np.searchsorted(tl, s.line, "left")), int(np.searchsorted(tl, s.line, "right"))
+            same = np.flatnonzero(tstep[lo:hi] == s.step)
+            if len(same):
+                k_of[w] = g + lo + int(same[0])
+        g += len(t)
+    n = g
+    reach = max(LINE_LAG + 1, ANCHOR_NEIGHBOURS)
+    need = sorted(
+        {j for k in k_of.values() for j in range(max(0, k - reach), min(n, k + ANCHOR_NEIGHBOURS + 2))}
+    )
+    times: dict[int, float | None] = {}
+    cum: dict[int, float] = {}
+    sec: dict[int, float] = {}
+    want = np.asarray(need, dtype=np.int64)
+    g, carry = 0, None
+    for c, t in _timed(log):
+        if not len(t):
+            continue
+        tsec = c["seconds"][t]
+        x = np.maximum(tsec, 0.0)
+        run = np.cumsum(x) if carry is None else np.add.accumulate(np.concatenate(([carry], x)))[1:]
+        carry = float(run[-1])
+        here = want[(want >= g) & (want < g + len(t))]
+        if len(here):
+            tt = clock_times(log.clock, c["line"][t], c["timestamp"][t])
+            for j in here.tolist():
+                v = float(tt[j - g])
+                times[j] = v if v == v else None  # NaN: no time
+                cum[j] = float(run[j - g])
+                sec[j] = float(tsec[j - g])
+        g += len(t)
+    limit = max(STALL_RATIO * median_s, median_s + STALL_MIN_EXCESS_S)
+    out = list(stalls)
+    for w, k in k_of.items():
+        out[w] = place_stall(stalls[w], k, n, times.__getitem__, cum.__getitem__, sec.__getitem__, limit)
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -15,8 +16,13 @@ from cvs_tui.core.events import (
     EvalStartEvent,
     LogEvent,
 )
-from cvs_tui.core.judge.columns import PROFILER, TRAIN
-from cvs_tui.core.judge.stalls import StallReport
+from cvs_tui.core.judge.background import background
+from cvs_tui.core.judge.stalls import StallReport, stream_stalls
+from cvs_tui.core.judge.table import PROFILER, TRAIN, Arrays, StreamLog
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # MaxText's first step timings include compilation and tracing; drop steps numbered below this and the
 # first this-many logged steps (a resumed run starts at its checkpoint step and warms up again).
@@ -117,7 +123,111 @@ def drops(
                 drop(base + k, reason)
 
 
-__all__ = ["MIN_CLEAN_STEPS", "WARMUP_STEPS", "WINDOW_DEFINITION", "NodeWindow", "Special", "drops"]
+@dataclass(slots=True)
+class Survey:
+    """One pass over a node's records: what the window drops on its own and counts."""
+
+    special: list[Special] = field(default_factory=list)  # records that are not timed train steps
+    profiler: list[int] = field(default_factory=list)
+    warm: list[int] = field(default_factory=list)  # steps dropped as warm-up, in log order
+    timed: int = 0  # train records with seconds
+    train: int = 0
+    last_train: int | None = None
+
+
+def survey(log: StreamLog) -> Survey:
+    import numpy as np
+
+    sv = Survey()
+    for lo, c in log.chunks("step", "line", "kind", "has_seconds"):
+        step, kind = c["step"], c["kind"]
+        train = kind == TRAIN
+        timed = train & c["has_seconds"]
+        sp = np.flatnonzero(~timed)
+        sv.special += zip(
+            *((sp + lo).tolist(), step[sp].tolist(), kind[sp].tolist(), c["line"][sp].tolist()), strict=True
+        )
+        sv.profiler += (np.flatnonzero(kind == PROFILER) + lo).tolist()
+        ts = step[timed]
+        warm = (ts < WARMUP_STEPS) | (np.arange(sv.timed, sv.timed + len(ts)) < WARMUP_STEPS)
+        sv.warm += ts[warm].tolist()
+        sv.timed += len(ts)
+        sv.train += int(train.sum())
+        if train.any():
+            sv.last_train = int(step[train][-1])
+    return sv
+
+
+@dataclass(slots=True)
+class StreamWindow:
+    """column_window's result without the window's step list: ``keys`` the steps excluded before the
+    seconds check (a window record is a timed train record not among them with positive finite seconds)."""
+
+    excluded: dict[int, str]
+    stalls: StallReport | None
+    keys: npt.NDArray[np.int64]
+
+
+def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
+    """column_window of the spilled records."""
+    import numpy as np
+
+    excluded: dict[int, str] = {}
+    drops(sv.special, log.s.others, log.step_at, excluded)
+    stalls: StallReport | None = None
+    if sv.timed:
+        for s in sv.warm:
+            excluded[s] = "warm-up (compilation and first steps)"
+        prof = list(zip(sv.profiler, log.events(sv.profiler), strict=True))
+        stalls = stream_stalls(log, background(log.s.others, prof, log.clock), WARMUP_STEPS)
+        for s, reason in stalls.exclusions().items():
+            excluded.setdefault(s, reason)
+    keys = np.sort(np.fromiter(excluded, np.int64, len(excluded)))
+    seen = log.seen()
+    for _, c in log.chunks("step", "kind", "seconds", "has_seconds"):
+        first = log.firsts(
+            seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys)
+        )
+        v = c["seconds"][first]
+        good = np.isfinite(v) & (v > 0)
+        for s in c["step"][first][~good].tolist():
+            excluded[s] = "non-positive or non-finite seconds"
+    every = np.fromiter(excluded, np.int64, len(excluded))
+    logged = np.zeros(len(every), np.bool_)
+    for _, c in log.chunks("step"):
+        logged |= np.isin(every, c["step"])
+    named = set(every[logged].tolist())  # a reason only for a step that was logged
+    kept = {s: r for s, r in sorted(excluded.items()) if s in named}
+    return StreamWindow(kept, stalls, keys)
+
+
+def window_mask(
+    log: StreamLog, seen: npt.NDArray[np.uint8] | None, c: Arrays, keys: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """The window records of a chunk (see StreamWindow): the first timed train record of each step not
+    excluded, when its seconds are positive and finite."""
+    import numpy as np
+
+    sec = c["seconds"]
+    with np.errstate(invalid="ignore"):
+        good = np.isfinite(sec) & (sec > 0)
+    first = log.firsts(seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys))
+    return first & good
+
+
+__all__ = [
+    "MIN_CLEAN_STEPS",
+    "WARMUP_STEPS",
+    "WINDOW_DEFINITION",
+    "NodeWindow",
+    "Special",
+    "StreamWindow",
+    "Survey",
+    "drops",
+    "stream_window",
+    "survey",
+    "window_mask",
+]
 
 
 def _article(noun: str) -> str:

@@ -4,7 +4,7 @@ Shared by every source that feeds bytes as they arrive: a live run (:mod:`.execu
 stream) and follow mode (:mod:`cvs_tui.core.follow_run`, files or stdin it did not launch), so both
 publish the same events from the same bytes. Copying the bytes into the run folder stays with the
 caller (what a failed write means differs). Memory per rank stays bounded: the judge's step records go
-to a step table (``judge.columns.StepCollector``: columns in memory up to a size, then in files), an
+to a step table (``judge.table.StepCollector``: columns in memory up to a size, then in files), an
 unfinished line is kept up to ``RECORD_CAP`` bytes (the rest of it is dropped and counted, as the parser
 does), and benign warning hits past ``WARNINGS_KEPT`` are counted, not kept (the judge only counts them)
 nor published.
@@ -36,7 +36,7 @@ from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.watchdog import NodeWatch
 
 if TYPE_CHECKING:
-    from cvs_tui.core.judge.columns import StepCollector
+    from cvs_tui.core.judge.table import StepCollector
 
 LINES_BATCH = 200  # raw lines per LogLinesEvent at most
 WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the rest are only counted

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from cvs_tui.core.events import RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
-from cvs_tui.core.judge.columns import StepCollector, StepTable
 from cvs_tui.core.judge.finalize import (
     base_results,
     judge_tables,
@@ -20,13 +19,14 @@ from cvs_tui.core.judge.finalize import (
     stall_events,
     verdict_events,
 )
+from cvs_tui.core.judge.table import StepCollector, StepTable
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
 
 
 def step_collector() -> StepCollector:
-    """A rank's step table while its log streams in (``judge.columns``): what the judge judges it by."""
+    """A rank's step table while its log streams in (``judge.table``): what the judge judges it by."""
     return StepCollector()
 
 
