@@ -36,7 +36,6 @@ from cvs_tui.core.judge.metrics import (
     put_perf_figures,
     window_status,
 )
-from cvs_tui.core.judge.order_stats import kth_smallest
 from cvs_tui.core.judge.series import thin, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.results import step_ranges
@@ -237,7 +236,7 @@ def put_window_perf(
             yield c["sec"].astype(np.float64, copy=False)
 
     total: float = sum(chain.from_iterable(s.tolist() for s in secs()))
-    return put_perf_figures(merged.count, total, lambda ks: kth_smallest(secs, ks), tokens, flops, run, sheet)
+    return put_perf_figures(merged.count, total, secs, tokens, flops, run, sheet)
 
 
 def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, list[tuple[int, int]] | None]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cvs_tui.core.config.blocks import Convergence, LossCurve, ScalingBaseline
 from cvs_tui.core.events import (
@@ -38,6 +38,10 @@ from cvs_tui.core.judge.window import (
     WINDOW_DEFINITION,
     NodeWindow,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # A node whose median step time exceeds the median over nodes by more than this is a straggler.
 STRAGGLER_LAG_PCT = 5.0
@@ -216,61 +220,41 @@ def put_perf(
 ) -> tuple[float | None, float | None]:
     """The perf metrics from the window's step seconds (slowest node per step) and the tokens and FLOPs
     summed over the window on every node that logged steps (None: some step carried none)."""
-    s = sorted(step_secs)
-    return put_perf_figures(len(s), sum(step_secs), lambda ks: [s[k] for k in ks], tokens, flops, run, sheet)
+    import numpy as np
 
-
-def _linear(n: int, q: float, at: Mapping[int, float]) -> float:
-    """percentile(xs, q) of ``n`` values from ``at``: the k-th smallest of them by k (_linear_ranks)."""
-    if n == 1:
-        return at[0]
-    rank = q / 100.0 * (n - 1)
-    lo = math.floor(rank)
-    hi = min(lo + 1, n - 1)
-    return at[lo] + (at[hi] - at[lo]) * (rank - lo)
-
-
-def _linear_ranks(n: int, q: float) -> list[int]:
-    """The ranks _linear reads."""
-    if n == 1:
-        return [0]
-    lo = math.floor(q / 100.0 * (n - 1))
-    return [lo, min(lo + 1, n - 1)]
+    secs = np.asarray(step_secs, dtype=np.float64)
+    return put_perf_figures(len(secs), sum(step_secs), lambda: [secs], tokens, flops, run, sheet)
 
 
 def put_perf_figures(
     n: int,
     total: float,
-    kth: Callable[[Sequence[int]], list[float]],
+    seconds: Callable[[], Iterable[npt.NDArray[np.float64]]],
     tokens: float | None,
     flops: float | None,
     run: RunInputs,
     sheet: Sheet,
 ) -> tuple[float | None, float | None]:
-    """put_perf from the window's ``n`` step seconds given as their ``sum`` (``total``) and ``kth``: the
-    k-th smallest of them for each of some ranks (0-based), so the seconds need not be held in a list."""
+    """The perf metrics from the window's ``n`` step seconds (the slowest node's per step) given as their
+    ``sum`` (``total``) and ``seconds``: a fresh pass over them a chunk at a time for each call (the
+    percentiles are exact order statistics, ``order_stats``), and the tokens and FLOPs summed over the
+    window on every node that logged steps (None: some step carried none). Returns (tokens/s in all,
+    TFLOP/s per GPU) for scaling and MFU."""
+    from cvs_tui.core.judge.order_stats import percentile
+
     put = sheet.put
-    window_len = n
-    t = total
-    n_dev_nodes = len(run.with_steps)
-    ranks = sorted({k for q in (50, 95) for k in _linear_ranks(n, q)})
-    at = dict(zip(ranks, kth(ranks), strict=True))
-    put("training.step_time_seconds", t / window_len)
-    put("training.step_time_mean_ms", 1000.0 * t / window_len)
-    put("training.step_time_p50_ms", 1000.0 * _linear(n, 50, at))
-    put("training.step_time_p95_ms", 1000.0 * _linear(n, 95, at))
-    tok_total: float | None = None
-    tflops_gpu: float | None = None
-    if tokens is not None:
-        per_gpu = tokens / n_dev_nodes / t
-        tok_total = per_gpu * run.total_devices
+    put("training.step_time_seconds", total / n)
+    put("training.step_time_mean_ms", 1000.0 * total / n)
+    put("training.step_time_p50_ms", 1000.0 * percentile(seconds, n, 50))
+    put("training.step_time_p95_ms", 1000.0 * percentile(seconds, n, 95))
+    per_gpu, tok_total, tflops_gpu = steady_rates(tokens, flops, total, run)
+    if per_gpu is not None:
         put("training.tokens_per_sec_per_gpu", per_gpu)
         put("training.tokens_per_sec_total", tok_total)
     else:
         for k in ("training.tokens_per_sec_per_gpu", "training.tokens_per_sec_total"):
             put(k, None, "not_produced", "step lines carry neither Tokens/s/device nor total_weights")
-    if flops is not None:
-        tflops_gpu = flops / n_dev_nodes / t
+    if tflops_gpu is not None:
         put("training.tflops_per_sec_per_gpu", tflops_gpu)
     else:
         put(
@@ -280,6 +264,24 @@ def put_perf_figures(
             "step lines carry no TFLOP/s/device and no 'Per train step' TFLOPs line was logged",
         )
     return tok_total, tflops_gpu
+
+
+def steady_rates(
+    tokens: float | None, flops: float | None, seconds: float, run: RunInputs
+) -> tuple[float | None, float | None, float | None]:
+    """The window's steady-state throughput, the one place it is computed: (tokens/s per GPU, tokens/s
+    in all, TFLOP/s per GPU) from the tokens and FLOPs summed over the window's steps on every node that
+    logged steps (None: some step carried none) and the window's time (``seconds``: the slowest node's
+    seconds of each window step, summed). Tokens (or FLOPs) in the window over time in the window, never
+    a mean of per-step rates."""
+    n_dev_nodes = len(run.with_steps)
+    per_gpu = tok_total = tflops_gpu = None
+    if tokens is not None:
+        per_gpu = tokens / n_dev_nodes / seconds
+        tok_total = per_gpu * run.total_devices
+    if flops is not None:
+        tflops_gpu = flops / n_dev_nodes / seconds
+    return per_gpu, tok_total, tflops_gpu
 
 
 def scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
@@ -379,4 +381,5 @@ __all__ = [
     "Sheet",
     "peak_tflops",
     "percentile",
+    "steady_rates",
 ]

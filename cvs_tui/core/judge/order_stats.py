@@ -9,7 +9,7 @@ Memory: the counts, one chunk and at most COLLECT gathered values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def median(chunks: Chunks, n: int) -> float:
     return (a + b) / 2
 
 
-def percentile(chunks: Callable[[], Iterator[npt.NDArray[np.float64]]], n: int, q: float) -> float:
+def percentile(chunks: Chunks, n: int, q: float) -> float:
     """The linear-interpolation percentile (numpy's default) of ``n`` finite values read a chunk at a
     time."""
     if n == 1:
