@@ -1,5 +1,5 @@
 """The stall metrics (``training.stall_count``, ``stall_seconds``, ``longest_stall_seconds``,
-``goodput_pct``): a section of :func:`cvs_tui.core.judge.metrics.compute_metrics`, from the stall
+``goodput_pct``): a section of :func:`cvs_tui.core.judge.run.run_metrics`, from the stall
 reports each node's window made (``NodeWindow.stalls``). See docs/metrics.md, "Stalls and goodput"."""
 
 from __future__ import annotations

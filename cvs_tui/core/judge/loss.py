@@ -37,8 +37,7 @@ def nonfinite_text(x: float) -> str:
 
 
 def put_final_loss(last_step: int, last: float, first_finite: float | None, sheet: Sheet) -> None:
-    """The final loss (the last step's) and whether it is below the first finite one. Shared by the
-    judge over events, over columns and over column files."""
+    """The final loss (the last step's) and whether it is below the first finite one."""
     put = sheet.put
     if not math.isfinite(last):
         put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
@@ -75,7 +74,7 @@ CONVERGENCE_KEYS = ("training.steps_to_target", "training.time_to_target_seconds
 
 def convergence_source(run: RunInputs, final_evals: list[EvalEvent], sheet: Sheet) -> bool | None:
     """Whether convergence is judged on the eval loss (True) or the training loss (False); None when
-    it is off (its rows are then put as such). Shared by the judge over events and over columns."""
+    it is off (its rows are then put as such)."""
     conv = run.ctx.convergence
     if conv.target_value <= 0:
         for k in CONVERGENCE_KEYS:

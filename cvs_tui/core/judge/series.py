@@ -146,7 +146,8 @@ def series_note(
 
 
 def stream_series(log: StreamLog, cap: int) -> list[StepEvent]:
-    """digest._series of the spilled records."""
+    """A node's step records in log order, as the record lists them: every one up to ``cap``, else the
+    bucketed selection of the module docstring."""
     import numpy as np
 
     if log.n <= cap:

@@ -188,7 +188,7 @@ def place_stall(
 ) -> Stall:
     """The wall interval of seconds stall ``s``, the ``k``-th of ``n`` timed steps (see :func:`_place`):
     ``time_at(j)`` is step j's wall time (None: unknown), ``cum_at(j)`` the sum of step times up to it,
-    ``seconds_at(j)`` its own step time. Shared by the judge over events and the one over columns."""
+    ``seconds_at(j)`` its own step time."""
     gap, gap_end = 0.0, None
     for i in range(max(1, k - LINE_LAG), min(n, k + 2)):
         t0, t1 = time_at(i - 1), time_at(i)
@@ -309,7 +309,8 @@ def _judged(log: StreamLog, warmup: int) -> ColumnFiles:
 
 
 def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
-    """column_stalls of the spilled records."""
+    """The stalls of a node's step table (see the module docstring): the judged records go to scratch
+    files of their own, which the rule reads several times."""
     judged = _judged(log, warmup)
     try:
         return _stalls(log, judged, bg)
@@ -389,7 +390,8 @@ def _gaps(
 
 
 def _timed(log: StreamLog) -> Iterator[tuple[Arrays, npt.NDArray[np.int64]]]:
-    """column_window._place's timed records, a chunk at a time."""
+    """The records with finite seconds that are not profiler boundaries (what a stall's wall interval is
+    placed among), a chunk at a time."""
     import numpy as np
 
     for _, c in log.chunks(*_JUDGED):
@@ -398,7 +400,7 @@ def _timed(log: StreamLog) -> Iterator[tuple[Arrays, npt.NDArray[np.int64]]]:
 
 
 def _place(stalls: list[Stall], log: StreamLog, median_s: float) -> list[Stall]:
-    """column_window._place over the spilled records: each seconds stall's wall interval."""
+    """Each seconds stall's wall interval (place_stall), from the step times around it."""
     import numpy as np
 
     wanted = [i for i, s in enumerate(stalls) if s.source == "seconds"]

@@ -285,7 +285,8 @@ Arrays = dict[str, "npt.NDArray[Any]"]
 def clock_times(
     clock: Clock, lines: npt.NDArray[np.int64], ts: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
-    """column_window.times_of for records in log order (their lines ascending)."""
+    """The clock time of each record's line, else its own timestamp (NaN: none), for records in log order
+    (their lines ascending)."""
     import numpy as np
 
     if clock is None:

@@ -160,8 +160,9 @@ def survey(log: StreamLog) -> Survey:
 
 @dataclass(slots=True)
 class StreamWindow:
-    """column_window's result without the window's step list: ``keys`` the steps excluded before the
-    seconds check (a window record is a timed train record not among them with positive finite seconds)."""
+    """A node's window without its step list (the figures' pass writes it): ``keys`` the steps excluded
+    before the seconds check (a window record is the first timed train record of a step not among them,
+    with positive finite seconds)."""
 
     excluded: dict[int, str]
     stalls: StallReport | None
@@ -169,7 +170,7 @@ class StreamWindow:
 
 
 def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
-    """column_window of the spilled records."""
+    """A node's window (see WINDOW_DEFINITION): the steps it drops, with why, and its stalls."""
     import numpy as np
 
     excluded: dict[int, str] = {}
