@@ -31,9 +31,9 @@ at a time, and the watchdog's last 200 step times):
 Growth per step per node: before 631 B after ingestion (the events, ~400 B a step, and the watchdog's
 step times) and 1,904 B at the peak (judging every event in memory); after 9 B and 16 B from 40,000 to
 80,000 steps (Python's own allocations stay flat under tracemalloc; what is left is the allocator's).
-A 100,000-step run of 64 nodes: before about 4 GiB after ingestion and 11.8 GiB at the peak by that
-slope; after about 160 MiB and 300 MiB. Ingestion CPU is the same (1.7 s before, 1.8 s after for
-64 x 4,000 steps on a quiet moment); judging is faster (3.6 -> 1.7 s at 64 x 4,000).
+A 100,000-step run of 64 nodes, extrapolated from the largest size by those slopes: before about
+3.9 GiB after ingestion and 11.4 GiB at the peak; after about 162 MiB and 307 MiB. Ingestion CPU is the
+same (64 x 4,000 steps: 1.8 s before, 1.7 s after); judging is faster (3.6 -> 1.7 s).
 """
 
 from __future__ import annotations
