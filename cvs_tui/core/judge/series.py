@@ -16,11 +16,10 @@ the run's ``notes`` say so (``series_note``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.events import StepEvent
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,28 +47,6 @@ def thin_indexes(n: int, cap: int) -> list[int]:
     k = -(-n // max(cap - 1, 1))
     out = list(range(0, n, k))
     return [*out, n - 1] if (n - 1) % k else out
-
-
-def step_series(events: Sequence[LogEvent], cap: int | None) -> list[StepEvent]:
-    """A node's step records in log order: every one up to ``cap`` (None: no cap), else the bucketed
-    selection described in the module docstring."""
-    steps = [e for e in events if isinstance(e, StepEvent)]
-    if cap is None or len(steps) <= cap:
-        return steps
-    return [steps[i] for i in _decimated(steps, cap)]
-
-
-def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
-    import numpy as np  # only big runs get here; numpy comes with matplotlib
-
-    n = len(steps)
-    loss = np.fromiter((e.loss for e in steps), dtype=np.float64, count=n)
-    secs = np.fromiter(
-        (e.seconds if e.seconds is not None and math.isfinite(e.seconds) else -np.inf for e in steps),
-        dtype=np.float64,
-        count=n,
-    )
-    return decimated(loss, secs, cap)
 
 
 def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap: int) -> list[int]:
@@ -169,7 +146,6 @@ __all__ = [
     "decimated",
     "decimated_from",
     "series_note",
-    "step_series",
     "stream_series",
     "thin",
     "thin_indexes",
