@@ -4,10 +4,10 @@
 
 A generated node series: ``--steps`` train steps of 0.15 s with lognormal jitter (CV 20 %), a stall of
 10-60 s every 5,000 steps, step lines one per line with times (the line clock), and an async
-checkpoint save every 100 steps as a background interval. Printed: the time of ``find_stalls`` (the
-rule, the wall placement and the attribution), of ``background_intervals`` on the checkpoint events,
-and of ``line_clock`` on the log text: wall best and median, and the median process CPU time of
-``--repeat`` runs, plus what was found.
+checkpoint save every 100 steps as a background interval. Printed: the time of ``stream_stalls`` over
+the node's step table (the rule, the wall placement and the attribution, read a chunk at a time), of
+``background_intervals`` on the checkpoint events, and of ``line_clock`` on the log text: wall best and
+median, and the median process CPU time of ``--repeat`` runs, plus what was found.
 """
 
 from __future__ import annotations
@@ -21,8 +21,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from cvs_tui.core.events import CheckpointAction, CheckpointEvent, LogEvent, StepEvent
+from cvs_tui.core.judge.background import background_intervals
 from cvs_tui.core.judge.clock import line_clock
-from cvs_tui.core.judge.stalls import background_intervals, find_stalls
+from cvs_tui.core.judge.stalls import Interval, StallReport, stream_stalls
+from cvs_tui.core.judge.table import StepCollector, StreamLog
+from cvs_tui.core.judge.window import WARMUP_STEPS
+
+
+def find_stalls(log: StreamLog, bg: list[Interval]) -> StallReport:
+    return stream_stalls(log, bg, WARMUP_STEPS)
 
 
 def generate(n: int, seed: int = 1) -> tuple[list[StepEvent], list[LogEvent], bytes]:
@@ -68,7 +75,10 @@ def main() -> None:
     steps, ckpts, text = generate(args.steps)
     clock = line_clock(text)
     bg = background_intervals(ckpts, clock)
-    report = find_stalls(steps, bg, clock=clock)
+    collector = StepCollector()
+    collector.add(list(steps))
+    log = StreamLog(collector.table(), clock)
+    report = find_stalls(log, bg)
     print(f"{args.steps} steps, {len(bg)} background saves, {len(text) / 1e6:.1f} MB of step lines")
     print(
         f"found {report.stall_count} stalls ({report.stall_seconds:.1f} s lost), median "
@@ -76,7 +86,7 @@ def main() -> None:
         f"goodput {report.goodput_pct():.2f} %"
     )
     for name, fn in (
-        ("find_stalls", lambda: find_stalls(steps, bg, clock=clock)),
+        ("stream_stalls", lambda: find_stalls(log, bg)),
         ("background_intervals", lambda: background_intervals(ckpts, clock)),
         ("line_clock", lambda: line_clock(text)),
     ):
@@ -85,6 +95,7 @@ def main() -> None:
             f"{name:22s} wall best {best * 1000:7.1f} ms, median {med * 1000:7.1f} ms; "
             f"CPU median {cpu * 1000:7.1f} ms"
         )
+    collector.discard()
 
 
 if __name__ == "__main__":

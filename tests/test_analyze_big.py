@@ -1,6 +1,6 @@
 """`cvs-tui analyze` of long runs: each node log is judged from its digest, so the process that combines
-the nodes holds at most SERIES_CAP steps per node, and every metric and verdict is the one the exact
-judge (finalize_run over every event) gives. The logs are generated MaxText step lines (absl headers,
+the nodes holds at most SERIES_CAP steps per node, and every metric and verdict is the one the judge
+gives with every series whole (no cap). The logs are generated MaxText step lines (absl headers,
 a checkpoint save every 2,500 steps, one inserted stall): tens of thousands of steps are not in any
 fixture."""
 
@@ -15,8 +15,9 @@ from _analysis_samples import FIXTURES, load_local, planned
 
 from cvs_tui.core import offline
 from cvs_tui.core.events import StepEvent
-from cvs_tui.core.judge.digest import NodeDigest
+from cvs_tui.core.judge import node
 from cvs_tui.core.judge.finalize import finalize_run
+from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
 from cvs_tui.core.judge.series import SERIES_CAP, curve_points, thin
 from cvs_tui.core.plan import PlannedRun
@@ -55,14 +56,16 @@ def write_log(path: Path, steps: int, *, seed: int, slower: float = 1.0) -> None
 
 
 def _exact(run: PlannedRun, logs: list[Path]) -> RunRecord:
-    """The exact judge: every event of every node in this process."""
+    """The judge with every series whole: every event of every node parsed in this process, no cap."""
     parsed = [offline.parse_log_file(p, None) for p in logs]
-    return finalize_run(
-        run,
-        [evs for evs, _ in parsed],
-        node_logs=logs,
-        node_lines=[n for _, n in parsed],
-    )
+    cap = node.SERIES_CAP
+    node.SERIES_CAP = 1 << 40
+    try:
+        return finalize_run(
+            run, [evs for evs, _ in parsed], node_logs=logs, node_lines=[n for _, n in parsed]
+        )
+    finally:
+        node.SERIES_CAP = cap
 
 
 def _same_judgement(big: RunRecord, exact: RunRecord) -> None:
@@ -95,13 +98,13 @@ def test_a_long_run_is_judged_as_the_exact_judge_does(
     loaded = load_local(tmp_path, steps=steps, runs=[KEY])
     run = planned(loaded, KEY)
     held: list[NodeDigest] = []
-    finalize = offline.finalize_digests
+    finalize = offline.judge_run
 
     def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
         held.extend(digests)
         return finalize(r, digests)
 
-    monkeypatch.setattr(offline, "finalize_digests", spy)
+    monkeypatch.setattr(offline, "judge_run", spy)
     big = offline.analyze_node_logs(run, logs, error_patterns=None)
     # what the combining process held per node: bounded series, no window steps, two step lines at most
     for d in held:
@@ -119,10 +122,10 @@ def test_a_long_run_is_judged_as_the_exact_judge_does(
     slope = next(v for v in big.verdicts if v.metric == "training.loss_curve_slope")
     assert f"over {sampled} points" in slope.message
     # the inserted stall is found on every node, and it stays on the bounded series and its chart
-    for node in big.nodes:
-        assert [s.step for s in node.stalls] == [STALL_AT]
-        assert any(p.step == STALL_AT and p.seconds and p.seconds > 9 for p in node.steps)
-        assert node.steps[-1].step == steps - 1
+    for rec in big.nodes:
+        assert [s.step for s in rec.stalls] == [STALL_AT]
+        assert any(p.step == STALL_AT and p.seconds and p.seconds > 9 for p in rec.steps)
+        assert rec.steps[-1].step == steps - 1
     assert big.outcome == "complete" and big.window.clean_steps > steps * 0.9
 
 
@@ -155,7 +158,6 @@ def test_resume_verdicts_compare_every_step_when_the_series_are_bounded(
     from _analysis_samples import write_config
 
     from cvs_tui.core.config.loader import load_config
-    from cvs_tui.core.judge import digest
 
     cfg = write_config(tmp_path, steps=12, runs=[KEY])
     folder = tmp_path / "run-1"
@@ -163,7 +165,7 @@ def test_resume_verdicts_compare_every_step_when_the_series_are_bounded(
         (folder / "logs" / sub).mkdir(parents=True)
         (folder / "logs" / sub / "node0.log").write_bytes((FIXTURES / f"{src}.log").read_bytes())
     whole = offline.analyze_paths(load_config(cfg), [folder])
-    monkeypatch.setattr(digest, "SERIES_CAP", 4)
+    monkeypatch.setattr(node, "SERIES_CAP", 4)
     bounded = offline.analyze_paths(load_config(cfg), [folder])
     p2_whole, p2_bounded = whole.runs[1], bounded.runs[1]
     assert len(p2_bounded.nodes[0].steps) <= 4 < len(p2_whole.nodes[0].steps)

@@ -1,7 +1,7 @@
-"""finalize_digests combines the nodes' window figures a block at a time (judge.digest_merge): the run's
-record is the exact judge's (finalize_run over every event) with the column files read in chunks and
-blocks of a few steps, so every chunk and block boundary is crossed; a long run's window lists every k-th
-step with its count and ranges, and every reader of the window answers as with the full list."""
+"""judge_run combines the nodes' window figures a block at a time (judge.digest_merge): the run's record
+is the same with the column files read in chunks and blocks of a few steps as with the default sizes, so
+every chunk and block boundary is crossed; a long run's window lists every k-th step with its count and
+ranges, and every reader of the window answers as with the full list."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from test_analyze_big import KEY, _exact, _head
 from cvs_tui.core import offline
 from cvs_tui.core.card.facts import card_window
 from cvs_tui.core.compare.samples import run_samples
-from cvs_tui.core.judge import digest, digest_merge, spill
-from cvs_tui.core.judge.digest import NodeDigest
+from cvs_tui.core.judge import digest_merge, node, spill
 from cvs_tui.core.judge.finalize import base_results
+from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
 from cvs_tui.core.judge.series import curve_points, thin, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
@@ -83,7 +83,7 @@ def _analyze(
     """analyze_node_logs, keeping the digests; ``ascending`` False marks every digest's window steps as
     out of order (finalize then loads them whole)."""
     held: list[NodeDigest] = []
-    finalize = offline.finalize_digests
+    finalize = offline.judge_run
 
     def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
         if not ascending:
@@ -91,12 +91,12 @@ def _analyze(
         held.extend(digests)
         return finalize(r, digests)
 
-    monkeypatch.setattr(offline, "finalize_digests", spy)
+    monkeypatch.setattr(offline, "judge_run", spy)
     return offline.analyze_node_logs(run, logs, error_patterns=None), held
 
 
 @pytest.mark.parametrize(("chunk", "block"), [(3, 7), (7, 3), (64, 1 << 16)])
-def test_the_merged_window_is_the_exact_judges(
+def test_the_merged_window_does_not_depend_on_chunk_and_block_sizes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, block: int
 ) -> None:
     logs = _logs(tmp_path)
@@ -120,11 +120,12 @@ def test_digests_out_of_order_are_loaded_whole_with_the_same_record(
 ) -> None:
     logs = _logs(tmp_path)
     run = planned(load_local(tmp_path, steps=STEPS, runs=[KEY]), KEY)
+    exact = _exact(run, logs)
     _tiny(monkeypatch, 5, 4)
     whole, held = _analyze(run, logs, monkeypatch, ascending=False)
     assert not any(d.window_ascending for d in held)
-    assert whole == _exact(run, logs)
-    monkeypatch.setattr(digest, "SERIES_CAP", 40)
+    assert whole == exact
+    monkeypatch.setattr(node, "SERIES_CAP", 40)
     bounded, _ = _analyze(run, logs, monkeypatch, ascending=False)
     merged, _ = _analyze(run, logs, monkeypatch)
     assert bounded == merged and bounded.window == bounded_window(whole.window, 40)
@@ -133,13 +134,14 @@ def test_digests_out_of_order_are_loaded_whole_with_the_same_record(
 def _bounded_and_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int
 ) -> tuple[RunRecord, RunRecord]:
-    """The run judged with its series bounded at ``cap``, and the exact judge's record."""
+    """The run judged with its series bounded at ``cap``, and its record with every series whole."""
     logs = _logs(tmp_path)
     run = planned(load_local(tmp_path, steps=STEPS, runs=[KEY]), KEY)
+    exact = _exact(run, logs)
     _tiny(monkeypatch, 3, 7)
-    monkeypatch.setattr(digest, "SERIES_CAP", cap)
+    monkeypatch.setattr(node, "SERIES_CAP", cap)
     big, _ = _analyze(run, logs, monkeypatch)
-    return big, _exact(run, logs)
+    return big, exact
 
 
 def test_a_long_window_lists_every_kth_step_with_its_count_and_ranges(

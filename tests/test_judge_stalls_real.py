@@ -12,9 +12,12 @@ import json
 import re
 from pathlib import Path
 
+from _judge_events import node_window
+
 from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.judge.background import background_intervals
 from cvs_tui.core.judge.clock import absl_clock_time, line_clock
-from cvs_tui.core.judge.stalls import StallReport, background_intervals, find_stalls
+from cvs_tui.core.judge.stalls import StallReport
 from cvs_tui.core.parse.parser import parse_log_bytes
 
 FIX = Path(__file__).parent / "fixtures" / "maxtext"
@@ -24,8 +27,14 @@ def _load(name: str) -> tuple[bytes, list[LogEvent], dict[int, float], StallRepo
     data = (FIX / name).read_bytes()
     events = parse_log_bytes(data)
     clock = line_clock(data)
-    steps = [e for e in events if isinstance(e, StepEvent)]
-    return data, events, clock, find_stalls(steps, background_intervals(events, clock), clock=clock)
+    report = node_window(events, clock).stalls
+    assert report is not None
+    return data, events, clock, report
+
+
+def _steady(events: list[LogEvent], clock: dict[int, float]) -> tuple[int, ...]:
+    """The judged steps that are not stalls: in these runs (no save, eval or profiler) the window."""
+    return tuple(node_window(events, clock).steps)
 
 
 def _tokens_per_s(events: list[LogEvent], keep: set[int]) -> float:
@@ -78,15 +87,16 @@ def test_goodput_of_the_paused_run_is_below_100() -> None:
 
 
 def test_steady_rate_without_the_stall_is_within_the_unpaused_noise() -> None:
-    _d, paused_events, _c, paused = _load("stall_sigstop.log")
-    _d, base_events, _c, baseline = _load("stall_baseline.log")
-    blocks = _block_rates(base_events, baseline.steady_steps)
+    _d, paused_events, paused_clock, paused = _load("stall_sigstop.log")
+    _d, base_events, base_clock, _baseline = _load("stall_baseline.log")
+    blocks = _block_rates(base_events, _steady(base_events, base_clock))
     low, high = min(blocks), max(blocks)
-    steady = _tokens_per_s(paused_events, set(paused.steady_steps))
+    steady_steps = _steady(paused_events, paused_clock)
+    steady = _tokens_per_s(paused_events, set(steady_steps))
     assert low <= steady <= high, (steady, blocks)
     # before: the stall left in the window drags the rate down by about its share of the time
     (stall,) = paused.stalls
-    judged = set(paused.steady_steps) | {stall.step}
+    judged = set(steady_steps) | {stall.step}
     before = _tokens_per_s(paused_events, judged)
     assert before < steady * (1.0 - 0.5 * stall.excess / paused.wall_seconds)
 

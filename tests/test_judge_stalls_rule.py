@@ -10,19 +10,14 @@ from __future__ import annotations
 import math
 import random
 
+from _judge_events import find_stalls, node_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cvs_tui.core.events import CheckpointAction, CheckpointEvent, EvalStartEvent, StepEvent, StepKind
+from cvs_tui.core.judge.background import background_intervals
 from cvs_tui.core.judge.clock import absl_clock_time, line_clock
-from cvs_tui.core.judge.stalls import (
-    STALL_MIN_EXCESS_S,
-    STALL_RATIO,
-    Interval,
-    background_intervals,
-    find_stalls,
-    run_stalls,
-)
+from cvs_tui.core.judge.stalls import STALL_MIN_EXCESS_S, STALL_RATIO, Interval, run_stalls
 from cvs_tui.core.parse.parser import parse_log_bytes
 
 
@@ -111,7 +106,7 @@ def test_six_step_run_with_one_stall() -> None:
     assert stall.median == 0.15
     assert stall.reason == "step 4: 20 s, unexplained"
     assert math.isclose(report.stall_seconds, 19.85)
-    assert report.steady_steps == (3, 5, 6, 7, 8)
+    assert node_window(_steps(secs)).steps == [3, 5, 6, 7, 8]  # the judged steps but the stall
     assert math.isclose(report.steady_step_seconds or 0, 0.15)
     # 6 judged steps of 0.15 s in 20.75 s of wall time
     assert math.isclose(report.goodput_pct() or 0, 100 * 6 * 0.15 / 20.75)
@@ -196,8 +191,7 @@ def test_stall_written_late_is_attributed_by_time_to_the_async_save() -> None:
     bg = background_intervals(events, clock)
     assert [(iv.kind, iv.step) for iv in bg] == [("save", 6)]
     assert bg[0].label == "the async save of step 6 (background save 24.1 s)"
-    steps = [e for e in events if isinstance(e, StepEvent)]
-    report = find_stalls(steps, bg, clock=clock)
+    report = find_stalls(events, clock)
     assert [s.reason for s in report.stalls] == [
         "step 8: 22.7 s, during the async save of step 6 (background save 24.1 s)"
     ]
@@ -208,7 +202,7 @@ def test_without_times_a_stall_is_matched_by_step_number() -> None:
     ev = CheckpointEvent(CheckpointAction.SAVE_START, line=500, step=12, dialect="maxtext")
     bg = background_intervals([ev])
     assert bg == [Interval("save", "the async save of step 12 (no finish logged)", None, None, 12, 500)]
-    (stall,) = find_stalls(steps, bg).stalls
+    (stall,) = find_stalls([*steps, ev]).stalls
     assert stall.reason == (
         "step 13: 8 s, near the async save of step 12 (no finish logged)"
         " (by step number: the log has no times)"
@@ -226,9 +220,7 @@ def test_a_stall_outside_every_interval_is_unexplained() -> None:
     data = "".join(lines).encode()
     events = parse_log_bytes(data)
     clock = line_clock(data)
-    report = find_stalls(
-        [e for e in events if isinstance(e, StepEvent)], background_intervals(events, clock), clock=clock
-    )
+    report = find_stalls(events, clock)
     assert [s.reason for s in report.stalls] == ["step 20: 6 s, unexplained"]
     stall = report.stalls[0]
     assert stall.start is not None and stall.end is not None
@@ -244,7 +236,7 @@ def test_time_outside_the_step_timer_is_a_log_gap_stall() -> None:
         lines.append(_absl(t, _step_line(step, 0.1)))
     data = "".join(lines).encode()
     steps = [e for e in parse_log_bytes(data) if isinstance(e, StepEvent)]
-    report = find_stalls(steps, clock=line_clock(data))
+    report = find_stalls(steps, line_clock(data))
     (stall,) = report.stalls
     assert (stall.step, stall.source) == (15, "log gap")
     assert stall.reason == "step 15: log gap of 5.1 s, unexplained"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from _judge_events import compute_metrics, node_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,9 +22,8 @@ from cvs_tui.core.events import (
     TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.definitions import peak_tflops
-from cvs_tui.core.judge.loss import ols_slope, sample_loss_curve
-from cvs_tui.core.judge.metrics import RunContext, compute_metrics, percentile
-from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, node_window
+from cvs_tui.core.judge.metrics import RunContext, percentile
+from cvs_tui.core.judge.window import MIN_CLEAN_STEPS
 
 
 def steps(
@@ -266,12 +266,16 @@ def test_peak_table() -> None:
 
 
 def test_loss_curve_sampling_and_slope() -> None:
-    pts = [(s, 10.0 - s * 0.5) for s in range(30)]
-    sampled = sample_loss_curve(pts, LossCurve())
-    assert [s for s, _ in sampled] == [0, 10, 20, 29]
-    assert ols_slope(sampled) == pytest.approx(-0.5)
-    assert ols_slope([(1, 1.0)]) is None
-    assert ols_slope([(1, 1.0), (1, 2.0)]) is None
+    """Every 10th step, the first and the last; the slope of a straight line is its slope; one sampled
+    point (or one distinct step) has none."""
+    evs = [StepEvent(step=s, loss=10.0 - s * 0.5, line=s + 1, seconds=2.0) for s in range(30)]
+    out = compute_metrics([evs], ctx(loss_curve=LossCurve()))
+    assert [s for s, _ in out.loss_curve_points] == [0, 10, 20, 29]
+    assert out.metrics["training.loss_curve_slope"].value == pytest.approx(-0.5)
+    one = compute_metrics([evs[:1]], ctx()).metrics["training.loss_curve_slope"]
+    assert one.value is None and one.reason.startswith("1 sampled loss point(s)")
+    twice = [StepEvent(step=1, loss=1.0, line=1), StepEvent(step=1, loss=2.0, line=2)]
+    assert compute_metrics([twice], ctx()).metrics["training.loss_curve_slope"].value is None
 
 
 def test_checkpoint_io_slowest_node() -> None:

@@ -68,7 +68,7 @@ def test_warmup_steps_do_not_count_towards_the_p95() -> None:
     w = _watches(1)[0]
     w.on_step(StepEvent(step=1, loss=1.0, line=1, kind=StepKind.TRAIN, seconds=500.0), T0)  # compile
     _train(w, 3, 2.0, T0)
-    assert w.steps_seen == 4 and w.step_seconds == [2.0]
+    assert w.steps_seen == 4 and list(w.step_seconds) == [2.0]
     assert p95([1.0] * 19 + [100.0]) == 100.0 and p95([1.0] * 21 + [100.0]) == 1.0 and p95([]) == 0.0
 
 

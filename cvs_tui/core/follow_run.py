@@ -189,6 +189,8 @@ class FollowSession:
     # -- judging -----------------------------------------------------------------------------------------
     def _judge(self, ranks: Sequence[_Rank], started: float) -> Results:
         """`analyze` of the copies; its verdicts, the run's end and the suite's end as events."""
+        for r in ranks:
+            r.log.steps.discard()  # the copies are judged from disk, as `analyze` judges them
         results = analyze_paths(self.plan, self.copies(), self.run.key)
         paths = {"results": self.folder.write_results(results), **write_reports(results, self.folder.path)}
         self.results, self.paths = results, paths

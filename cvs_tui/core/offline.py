@@ -1,6 +1,7 @@
-"""Judging a run from its logs on disk (what ``cvs-tui analyze`` does): find the node logs, take the run
-folder's plan.json or build a plan from the config, parse each log and judge every run through the same
-:func:`~cvs_tui.core.judge.finalize_run` a live run uses."""
+"""Judging a run from its logs on disk (what ``cvs-tui analyze`` and follow mode do): find the node logs,
+take the run folder's plan.json or build a plan from the config, parse each log a chunk at a time into a
+step table and judge every run through the same node and run judges a live run uses
+(:func:`~cvs_tui.core.judge.node.judge_node`, :func:`~cvs_tui.core.judge.run.judge_run`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,14 +21,15 @@ from pydantic import ValidationError
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent, StepKind
+from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
-from cvs_tui.core.judge.columns import TRAIN, Collected, StepCollector
-from cvs_tui.core.judge.digest import NodeDigest, digest_spilled, finalize_digests
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
+from cvs_tui.core.judge.node import NodeDigest, judge_node
+from cvs_tui.core.judge.run import judge_run
 from cvs_tui.core.judge.spill import SpillError
+from cvs_tui.core.judge.table import KINDS, StepCollector, refined_losses
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
@@ -36,26 +38,34 @@ from cvs_tui.core.run_folder import RunFolder, node_logs_in
 
 # MaxText's metrics_file next to a node log: `node0.log` -> `node0.metrics.jsonl`
 METRICS_FILE_SUFFIX = ".metrics.jsonl"
-# a 3-decimal log loss and the full-precision value agree within half a unit of the last digit
-_PRINTED_HALF_UNIT = 5e-4 + 1e-9
 
 
-def with_full_precision_losses(
-    events: Sequence[LogEvent], steps: Sequence[MetricsFileStep]
-) -> list[LogEvent]:
-    """Train steps take their loss from MaxText's metrics file (full precision) where the two agree with
-    the 3-decimal log line; a step whose values disagree keeps the logged loss (the files are not of the
-    same run). NaN/Inf stay as logged."""
-    full = {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
-    if not full:
-        return list(events)
-    out: list[LogEvent] = []
-    for ev in events:
-        if isinstance(ev, StepEvent) and ev.kind is StepKind.TRAIN and math.isfinite(ev.loss):
-            exact = full.get(ev.step)
-            if exact is not None and abs(exact - ev.loss) <= _PRINTED_HALF_UNIT:
-                ev = dataclasses.replace(ev, loss=exact)
-        out.append(ev)
+def full_losses(steps: Sequence[MetricsFileStep]) -> dict[int, float]:
+    """A metrics file's finite train losses by step (the last record of a step wins)."""
+    return {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
+
+
+def with_full_precision_losses(events: Sequence[LogEvent], full: Mapping[int, float]) -> list[LogEvent]:
+    """Train steps take their loss from MaxText's metrics file (``full``: full_losses of the file) by the
+    rule the step table applies as it collects (``judge.table.refined_losses``)."""
+    import numpy as np
+
+    steps = [(i, e) for i, e in enumerate(events) if isinstance(e, StepEvent)]
+    out = list(events)
+    if not full or not steps:
+        return out
+    keys = np.fromiter(full, np.int64, len(full))
+    order = np.argsort(keys)
+    loss = refined_losses(
+        np.fromiter((e.step for _, e in steps), np.int64, len(steps)),
+        np.fromiter((KINDS.index(e.kind) for _, e in steps), np.int8, len(steps)),
+        np.fromiter((e.loss for _, e in steps), np.float64, len(steps)),
+        keys[order],
+        np.fromiter(full.values(), np.float64, len(full))[order],
+    )
+    for (i, e), x in zip(steps, loss.tolist(), strict=True):
+        if x != e.loss and not (math.isnan(x) and math.isnan(e.loss)):
+            out[i] = dataclasses.replace(e, loss=x)
     return out
 
 
@@ -73,12 +83,9 @@ def parse_log_file(path: Path, error_patterns: dict[str, str] | None) -> tuple[l
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror or exc})") from None
     events += parser.finish()
-    metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
-    if metrics_file.is_file():
-        try:
-            events = with_full_precision_losses(events, parse_metrics_file(metrics_file))
-        except OSError as exc:
-            raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
+    full = _metrics_file_losses(path)
+    if full is not None:
+        events = with_full_precision_losses(events, full)
     return events, parser.lines_seen
 
 
@@ -123,65 +130,13 @@ def parse_node_logs(
     return _node_tasks(parse_log_file, [(p, error_patterns) for p in paths], _sizes(paths), workers)
 
 
-def _refine_losses(c: Collected, steps: Sequence[MetricsFileStep]) -> None:
-    """:func:`with_full_precision_losses` of collected step columns, in place."""
-    import numpy as np
-
-    full = {m.step: m.loss for m in steps if m.loss is not None and math.isfinite(m.loss)}
-    cols = c.columns
-    if not full or not len(cols):
-        return
-    keys = np.fromiter(full, np.int64, len(full))
-    vals = np.fromiter(full.values(), np.float64, len(full))
-    order = np.argsort(keys)
-    keys, vals = keys[order], vals[order]
-    at = np.minimum(np.searchsorted(keys, cols.step), len(keys) - 1)
-    exact = vals[at]
-    with np.errstate(invalid="ignore"):
-        swap = (
-            (cols.kind == TRAIN)
-            & np.isfinite(cols.loss)
-            & (keys[at] == cols.step)
-            & (np.abs(exact - cols.loss) <= _PRINTED_HALF_UNIT)
-        )
-    cols.loss[swap] = exact[swap]
-    kept: list[tuple[int, StepEvent]] = []
-    for i, e in c.kept:
-        x = full.get(e.step)
-        if (
-            e.kind is StepKind.TRAIN
-            and math.isfinite(e.loss)
-            and x is not None
-            and abs(x - e.loss) <= _PRINTED_HALF_UNIT
-        ):
-            e = dataclasses.replace(e, loss=x)
-        kept.append((i, e))
-    c.kept = kept
-
-
-def collect_log_file(
-    path: Path, error_patterns: dict[str, str] | None, *, clock: ClockBuilder | None = None
-) -> tuple[Collected, int]:
-    """:func:`parse_log_file` of one node log as step columns (``judge.columns``), parsed a chunk at a
-    time: what is held grows by about 70 bytes a step line, never by the parsed events. ``clock``: fed the
-    same chunks, so the log's line clock needs no second read."""
-    collector = StepCollector()
-    lines = _collect(path, error_patterns, collector, clock)
-    collected = collector.finish()
-    metrics_file = _metrics_file(path)
-    if metrics_file is not None:
-        _refine_from(metrics_file, collected)
-    return collected, lines
-
-
-def _metrics_file(path: Path) -> Path | None:
+def _metrics_file_losses(path: Path) -> dict[int, float] | None:
+    """The full-precision train losses of the metrics file next to the log at ``path``, if there is one."""
     metrics_file = path.with_name(path.stem + METRICS_FILE_SUFFIX)
-    return metrics_file if metrics_file.is_file() else None
-
-
-def _refine_from(metrics_file: Path, collected: Collected) -> None:
+    if not metrics_file.is_file():
+        return None
     try:
-        _refine_losses(collected, parse_metrics_file(metrics_file))
+        return full_losses(parse_metrics_file(metrics_file))
     except OSError as exc:
         raise UserError(f"{metrics_file}: cannot read the metrics file ({exc.strerror or exc})") from None
 
@@ -216,19 +171,19 @@ def digest_log_file(
     keep_losses: bool = False,
 ) -> NodeDigest:
     """Parse one node log, a chunk at a time, and reduce it to its digest (what the judge needs of it).
-    The log is read once: its line clock is read from the chunks the parser gets. The step columns and
-    the clock go to files next to ``arrays`` (``judge.spill``) and are judged a chunk at a time, so a
-    worker holds the same whatever the log's length; a log with a metrics file is judged in memory (the
-    file's losses refine the columns, and the file is read whole anyway)."""
+    The log is read once: its line clock is read from the chunks the parser gets. The step table and the
+    clock go to files next to ``arrays`` (``judge.spill``) and are judged a chunk at a time, so a worker
+    holds the same whatever the log's length. A metrics file next to the log refines the train losses
+    as the records are collected (``StepCollector``'s ``refine``)."""
     scratch = arrays.with_name(arrays.name + ".scratch")  # removed once the digest is made
-    metrics_file = _metrics_file(path)
+    full = _metrics_file_losses(path)
     try:
         spill_clock = ClockBuilder(spill=scratch / "clock")
-        collector = StepCollector(spill=scratch / "columns")
+        collector = StepCollector(spill=scratch / "columns", refine=full)
         try:
             lines = _collect(path, error_patterns, collector, spill_clock)
-            spilled, line_clock = collector.spilled(), spill_clock.spilled()
-            return digest_spilled(
+            spilled, line_clock = collector.table(), spill_clock.spilled()
+            return judge_node(
                 rank,
                 spilled,
                 lines,
@@ -238,7 +193,6 @@ def digest_log_file(
                 arrays=arrays,
                 keep_losses=keep_losses,
                 clock=line_clock,
-                refine=None if metrics_file is None else lambda c: _refine_from(metrics_file, c),
             )
         finally:
             spill_clock.files.close()
@@ -263,7 +217,7 @@ def judge_node_logs(
 ) -> tuple[RunRecord, dict[int, float] | None]:
     """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
     digested on its own (in a worker process for big logs), so this process holds no node's steps; see
-    :mod:`cvs_tui.core.judge.digest`. Also returns, when the record's step series were bounded and the
+    :mod:`cvs_tui.core.judge.node`. Also returns, when the record's step series were bounded and the
     run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume)."""
     paths = [Path(p) for p in node_logs]
     ctx = run_context(run.judge, len(paths))
@@ -282,7 +236,7 @@ def judge_node_logs(
             for i, p in enumerate(paths)
         ]
         digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
-        record = finalize_digests(run, digests)
+        record = judge_run(run, digests)
     first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
     return record, first.losses if first is not None else None
 
@@ -465,8 +419,8 @@ __all__ = [
     "METRICS_FILE_SUFFIX",
     "analyze_node_logs",
     "analyze_paths",
-    "collect_log_file",
     "digest_log_file",
+    "full_losses",
     "judge_node_logs",
     "parse_log_file",
     "parse_node_logs",

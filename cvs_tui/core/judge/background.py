@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Literal
 
 from cvs_tui.core.events import (
@@ -167,3 +168,16 @@ def background_intervals(
         )
     out.sort(key=lambda iv: iv.line)
     return out
+
+
+def background(
+    others: list[tuple[int, LogEvent]],
+    profiler: Sequence[tuple[int, LogEvent]],
+    clock: Mapping[int, float] | None,
+) -> list[Interval]:
+    """background_intervals of a node's step table: its other events (with the number of step records
+    before each) and its profiler step records (record, event), merged in log order."""
+    keyed: list[tuple[int, int, int, LogEvent]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
+    keyed += [(i, 1, 0, e) for i, e in profiler]
+    keyed.sort(key=itemgetter(0, 1, 2))
+    return background_intervals([e for *_, e in keyed], clock)

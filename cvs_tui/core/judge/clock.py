@@ -174,6 +174,21 @@ class ClockBuilder:
         return SpilledClock(self._files)
 
 
+def spilled_file_clock(path: Path, folder: Path) -> SpilledClock | None:
+    """The line clock of the log at ``path`` in column files in ``folder``, read a block at a time; None
+    when the log cannot be read (stalls are then placed by the events' own timestamps, or by step
+    number). Close its ``files`` when done."""
+    clock = ClockBuilder(spill=folder)
+    try:
+        with path.open("rb") as fh:
+            while data := fh.read(8 << 20):
+                clock.feed(data)
+    except OSError:
+        clock.files.close()
+        return None
+    return clock.spilled()
+
+
 def file_clock_arrays(
     path: Path, block: int = 8 << 20, *, native: bool | None = None
 ) -> tuple[array[int], array[float]]:

@@ -1,7 +1,7 @@
-"""The cross-node window figures of :func:`~cvs_tui.core.judge.digest.finalize_digests`, read a chunk at a
+"""The cross-node window figures of :func:`~cvs_tui.core.judge.run.judge_run`, read a chunk at a
 time, so that the process combining the nodes holds the same whatever the number of steps.
 
-Each node's window figures are column files (``column_figures.write_window``, :mod:`.spill`) with its
+Each node's window figures are column files (``figures.write_window``, :mod:`.spill`) with its
 window steps in ascending order. :func:`merge_window` walks every node's steps a block at a time and keeps
 the steps clean on every node (the run's common window) with the slowest node's seconds of each, in
 column files of their own. :func:`node_figures` then reads one node at a time: its own rates and the
@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from cvs_tui.core.judge import spill
-from cvs_tui.core.judge.column_figures import WINDOW_COLUMNS
-from cvs_tui.core.judge.columns import exact_sum
+from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.metrics import (
     NodeStats,
     RunInputs,
@@ -37,7 +36,6 @@ from cvs_tui.core.judge.metrics import (
     put_perf_figures,
     window_status,
 )
-from cvs_tui.core.judge.order_stats import kth_smallest
 from cvs_tui.core.judge.series import thin, thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
 from cvs_tui.core.results import step_ranges
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from cvs_tui.core.judge.digest import NodeDigest
+    from cvs_tui.core.judge.node import NodeDigest
 
 BLOCK = 1 << 16  # window steps read per node per merge round
 RUN_COLUMNS = {"steps": "i8", "sec": "f8"}  # the common window: its steps and the slowest node's seconds
@@ -175,8 +173,8 @@ def _flops(c: Arrays, tflops_step: float | None) -> tuple[npt.NDArray[np.float64
 
 
 def _own_sum(files: ColumnFiles, tokens: bool, run: RunInputs) -> float | None:
-    """columns.exact_sum of the node's tokens (else FLOPs) over its own window, one ``sum`` over the
-    chunks; None when a step carried none."""
+    """The node's tokens (else FLOPs) over its own window, one ``sum`` over the chunks' values; None
+    when a step carried none."""
     every = True
 
     def values() -> Iterator[list[float]]:
@@ -264,7 +262,7 @@ def put_window_perf(
             yield c["sec"].astype(np.float64, copy=False)
 
     total: float = sum(chain.from_iterable(s.tolist() for s in secs()))
-    return put_perf_figures(merged.count, total, lambda ks: kth_smallest(secs, ks), tokens, flops, run, sheet)
+    return put_perf_figures(merged.count, total, secs, tokens, flops, run, sheet)
 
 
 def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, list[tuple[int, int]] | None]:
@@ -279,7 +277,7 @@ def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, lis
 
 
 class _Figures(NamedTuple):
-    """A node's window steps (its own window order) and their figures, as column_figures.write_window
+    """A node's window steps (its own window order) and their figures, as figures.write_window
     wrote them."""
 
     steps: npt.NDArray[np.int64]
@@ -341,8 +339,8 @@ def _window_figures(
         fl_ok = a.fl_ok | (tflops_step is not None)
         fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
         ok = d.stats.step_time_mean_ms is not None
-        tk_rate = exact_sum(tok[tok_ok]) / d.window_seconds if ok and tok_ok.all() else None
-        fl_rate = exact_sum(fl[fl_ok]) / d.window_seconds if ok and fl_ok.all() else None
+        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
+        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
         stats.append(
             dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
         )

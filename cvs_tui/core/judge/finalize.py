@@ -1,8 +1,11 @@
-"""From a planned run and its nodes' events to a judged RunRecord: the one place verdicts are computed.
+"""From a planned run's judged metrics to its RunRecord and verdicts, and the live run's entry to the judge.
 
-Live runs call :func:`finalize_run` with the events their parsers produced; ``cvs-tui analyze`` calls it
-(through :mod:`cvs_tui.core.offline`) on logs on disk. Both judge a :class:`~cvs_tui.core.plan.PlannedRun`,
-whose ``judge`` spec holds everything besides the logs, so a re-judged run and a live run agree.
+A live run calls :func:`judge_tables` with the step table each rank's collector filled; ``cvs-tui
+analyze`` (:mod:`cvs_tui.core.offline`) fills the same tables from logs on disk. Both go through the one
+node judge (:func:`~cvs_tui.core.judge.node.judge_node`) and the one run judge
+(:func:`~cvs_tui.core.judge.run.judge_run`) against a :class:`~cvs_tui.core.plan.PlannedRun`, whose
+``judge`` spec holds everything besides the logs, so a re-judged run and a live run agree.
+:func:`finalize_run` does the same for events held in memory.
 """
 
 from __future__ import annotations
@@ -15,12 +18,11 @@ from typing import Literal
 from cvs_tui import __version__
 from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge.clock import file_clock
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.format import format_number
-from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext, compute_metrics
-from cvs_tui.core.judge.outcome import decide_outcome
-from cvs_tui.core.judge.records import finite, node_record, run_environment, window_record
+from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
+from cvs_tui.core.judge.records import finite, run_environment, window_record
+from cvs_tui.core.judge.table import StepTable
 from cvs_tui.core.judge.verdicts import FAIL, PASS, RECORD, Verdict, judge_all
 from cvs_tui.core.judge.window import WINDOW_DEFINITION
 from cvs_tui.core.parse.endings import Ending, read_log_ending
@@ -53,17 +55,6 @@ def run_context(spec: JudgeSpec, num_nodes: int) -> RunContext:
         loss_curve=spec.loss_curve,
         tokens_per_step=spec.tokens_per_step,
     )
-
-
-def log_clock(path: Path | None) -> dict[int, float] | None:
-    """The line clock of a node's log (the local copy, for a live run), or None when it cannot be read:
-    stalls are then placed by the events' own timestamps, or by step number."""
-    if path is None:
-        return None
-    try:
-        return file_clock(path)
-    except OSError:
-        return None
 
 
 def _loss_curve_verdict(
@@ -164,41 +155,107 @@ def finalize_run(
     health: Mapping[str, float] | None = None,
     endings: Sequence[Ending | None] | None = None,
 ) -> RunRecord:
-    """Judge one planned run from each node's events (index = rank). ``health``: the run's ``health.*``
-    metric values (live runs that watched node health), judged like any other metric. ``endings``: how
-    the scheduler ended each node's run where the launcher read it (the Slurm step's stderr); a node
-    without one is read from the tail of its log (a job's output holds slurmstepd's lines too)."""
-    clocks = [
-        log_clock(node_logs[i] if node_logs and i < len(node_logs) else None) for i in range(len(node_events))
-    ]
-    result = compute_metrics(node_events, run_context(run.judge, len(node_events)), clocks)
-    for name, value in (health or {}).items():
-        d = METRIC_DEFINITIONS.get(name)
-        result.metrics[name] = MetricValue(name, value, d.unit if d else "count")
-    out, why, root = decide_outcome(
-        node_events,
-        run.steps,
-        exit_codes=exit_codes,
-        outcome=outcome,
-        reason=reason,
-        root_cause_node=root_cause_node,
-        final_loss=result.metrics.get("training.final_loss"),
-        endings=node_endings(len(node_events), endings, node_logs),
-    )
-    verdicts = run_verdicts(run, result, out)
-    nodes: list[NodeRecord] = []
-    errors: list[ErrorRecord] = []
-    for i, evs in enumerate(node_events):
-        host = hosts[i] if hosts and i < len(hosts) else (node_logs[i].name if node_logs else f"node{i}")
-        path = node_logs[i] if node_logs and i < len(node_logs) else None
-        code = exit_codes[i] if exit_codes and i < len(exit_codes) else None
-        lines = node_lines[i] if node_lines and i < len(node_lines) else 0
-        rec, errs = node_record(i, evs, result.node_windows[i], result.node_stats[i], host, path, code, lines)
-        nodes.append(rec)
-        errors += errs
-    return run_record(
-        run, result, (out, why, root), verdicts, nodes, errors, node_events, started_at, ended_at
-    )
+    """Judge one planned run from each node's events held in memory (index = rank): each node's events
+    go into a step table (``judge.table.StepCollector``), then :func:`judge_tables`. ``health``: the
+    run's ``health.*`` metric values; ``endings``: how the scheduler ended each node's run where the
+    launcher read it (else read from the tail of its log)."""
+    from cvs_tui.core.judge.table import StepCollector
+
+    collectors = [StepCollector() for _ in node_events]
+    try:
+        for c, evs in zip(collectors, node_events, strict=True):
+            c.add(list(evs))
+        return judge_tables(
+            run,
+            [c.table() for c in collectors],
+            exit_codes=exit_codes,
+            outcome=outcome,
+            reason=reason,
+            root_cause_node=root_cause_node,
+            hosts=hosts,
+            node_logs=node_logs,
+            node_lines=node_lines,
+            started_at=started_at,
+            ended_at=ended_at,
+            health=health,
+            endings=endings,
+        )[0]
+    finally:
+        for c in collectors:
+            c.discard()
+
+
+def judge_tables(
+    run: PlannedRun,
+    tables: Sequence[StepTable],
+    *,
+    exit_codes: Sequence[int | None] | None = None,
+    outcome: RunOutcome | None = None,
+    reason: str = "",
+    root_cause_node: int | None = None,
+    hosts: Sequence[str] | None = None,
+    node_logs: Sequence[Path] | None = None,
+    node_lines: Sequence[int] | None = None,
+    started_at: float | None = None,
+    ended_at: float | None = None,
+    health: Mapping[str, float] | None = None,
+    keep_losses: bool = False,
+    endings: Sequence[Ending | None] | None = None,
+) -> tuple[RunRecord, dict[int, float] | None]:
+    """Judge one planned run from each node's step table (index = rank): what a live run does once it
+    ends. Each node is judged on its own (``judge.node.judge_node``, its line clock read from its log,
+    ``node_logs``), then the run (``judge.run.judge_run``); the window figures and clocks go to a
+    temporary folder. Also returns, when ``keep_losses`` and the record's step series were bounded, the
+    losses by step the checkpoint-resume verdicts compare (see judge_checkpoint_resume)."""
+    import shutil
+    import tempfile
+
+    from cvs_tui.core.judge.clock import spilled_file_clock
+    from cvs_tui.core.judge.node import judge_node
+    from cvs_tui.core.judge.run import judge_run
+
+    ctx = run_context(run.judge, len(tables))
+    tmp = Path(tempfile.mkdtemp(prefix="cvs-tui-judge-"))
+    try:
+        digests = []
+        for i, table in enumerate(tables):
+            path = node_logs[i] if node_logs and i < len(node_logs) else None
+            host = hosts[i] if hosts and i < len(hosts) else (path.name if path else f"node{i}")
+            clock = spilled_file_clock(path, tmp / f"clock{i}") if path is not None else None
+            try:
+                digests.append(
+                    judge_node(
+                        i,
+                        table,
+                        node_lines[i] if node_lines and i < len(node_lines) else 0,
+                        ctx=ctx,
+                        log_path=path,
+                        host=host,
+                        arrays=tmp / f"node{i}",
+                        exit_code=exit_codes[i] if exit_codes and i < len(exit_codes) else None,
+                        keep_losses=keep_losses,
+                        clock=clock,
+                    )
+                )
+            finally:
+                if clock is not None:
+                    clock.files.close()
+        record = judge_run(
+            run,
+            digests,
+            exit_codes=exit_codes,
+            outcome=outcome,
+            reason=reason,
+            root_cause_node=root_cause_node,
+            started_at=started_at,
+            ended_at=ended_at,
+            health=health,
+            endings=endings,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
+    return record, first.losses if first is not None else None
 
 
 def node_endings(
@@ -350,7 +407,7 @@ def stage_records(state: RunState) -> list[StageRecord]:
 __all__ = [
     "base_results",
     "finalize_run",
-    "log_clock",
+    "judge_tables",
     "run_context",
     "run_record",
     "run_verdicts",

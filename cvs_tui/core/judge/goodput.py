@@ -1,5 +1,5 @@
 """The stall metrics (``training.stall_count``, ``stall_seconds``, ``longest_stall_seconds``,
-``goodput_pct``): a section of :func:`cvs_tui.core.judge.metrics.compute_metrics`, from the stall
+``goodput_pct``): a section of :func:`cvs_tui.core.judge.run.run_metrics`, from the stall
 reports each node's window made (``NodeWindow.stalls``). See docs/metrics.md, "Stalls and goodput"."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def stall_section(run: RunInputs, sheet: Sheet) -> RunStalls | None:
     reports: list[StallReport] = []
     for w in run.windows:
         # a node without timed steps still takes its rank's place, so the stalls keep their node
-        reports.append(w.stalls if w.stalls is not None else StallReport((), 0, (), None, None, 0.0, None))
+        reports.append(w.stalls if w.stalls is not None else StallReport((), 0, None, None, 0.0, None))
     if not any(r.median_seconds is not None for r in reports):
         why = (
             f"inconclusive: fewer than {MIN_BASELINE_STEPS} timed steps after warm-up on every node, "

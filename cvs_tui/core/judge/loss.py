@@ -1,73 +1,43 @@
 """The metrics of what the run learned: final loss, eval loss, convergence and the loss curve's slope.
 
-Sections of :func:`cvs_tui.core.judge.metrics.compute_metrics`; each reads the run's inputs and writes
-its metrics on the sheet.
+The rules the node judge (``judge.node``) reads a node's losses with, as if it were the run's
+reference node (the first node with train steps; SPMD losses are global); each writes its metrics on the
+sheet.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from itertools import chain
+from operator import mul
+from typing import TYPE_CHECKING, Any
 
-from cvs_tui.core.config.blocks import LossCurve, TargetMetric
-from cvs_tui.core.events import EvalDialect, EvalEvent, StepEvent
+from cvs_tui.core.config.blocks import TargetMetric
+from cvs_tui.core.events import EvalDialect, EvalEvent
+from cvs_tui.core.judge import spill
+from cvs_tui.core.judge.series import decimated_from
+from cvs_tui.core.judge.spill import ColumnFiles
+from cvs_tui.core.judge.table import (
+    FIGURE_COLUMNS,
+    TRAIN,
+    StreamLog,
+    chunk_sum,
+    each_chunk,
+    last_train_records,
+)
 
-if TYPE_CHECKING:  # the sections' shared types; metrics imports this module
+if TYPE_CHECKING:
     from cvs_tui.core.judge.metrics import RunInputs, Sheet
+    from cvs_tui.core.judge.window import Survey
 
 
 def nonfinite_text(x: float) -> str:
     return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
-def sample_loss_curve(steps: Sequence[tuple[int, float]], curve: LossCurve) -> list[tuple[int, float]]:
-    """Upstream's sampling: every Nth step, milestones, first and last (sorted, deduplicated)."""
-    if not steps:
-        return []
-    every = curve.sample_every if curve.sample_every > 0 else 1
-    milestones = set(curve.milestone_steps)
-    first, last = steps[0][0], steps[-1][0]
-    keep = {s: v for s, v in steps if s % every == 0 or s in milestones or s in (first, last)}
-    return sorted(keep.items())
-
-
-def ols_slope(points: Sequence[tuple[int, float]]) -> float | None:
-    n = len(points)
-    if n < 2:
-        return None
-    sx = sum(p[0] for p in points)
-    sy = sum(p[1] for p in points)
-    sxx = sum(p[0] * p[0] for p in points)
-    sxy = sum(p[0] * p[1] for p in points)
-    den = n * sxx - sx * sx
-    if den == 0:
-        return None
-    return (n * sxy - sx * sy) / den
-
-
-def loss_section(run: RunInputs, sheet: Sheet) -> list[tuple[int, float]]:
-    """Final loss and whether it decreased; returns the reference node's (step, loss) series."""
-    put = sheet.put
-    losses: list[tuple[int, float]] = []
-    if run.ref is not None:
-        seen: dict[int, float] = {}
-        for e in run.node_events[run.ref]:
-            if isinstance(e, StepEvent):
-                seen[e.step] = e.loss
-        losses = sorted(seen.items())
-    if not losses:
-        put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
-        put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
-        return losses
-    first_finite = next((v for _, v in losses if math.isfinite(v)), None)
-    put_final_loss(losses[-1][0], losses[-1][1], first_finite, sheet)
-    return losses
-
-
 def put_final_loss(last_step: int, last: float, first_finite: float | None, sheet: Sheet) -> None:
-    """The final loss (the last step's) and whether it is below the first finite one. Shared by the
-    judge over events, over columns and over column files."""
+    """The final loss (the last step's) and whether it is below the first finite one."""
     put = sheet.put
     if not math.isfinite(last):
         put("training.final_loss", None, "non_finite", f"{nonfinite_text(last)} at step {last_step}")
@@ -104,7 +74,7 @@ CONVERGENCE_KEYS = ("training.steps_to_target", "training.time_to_target_seconds
 
 def convergence_source(run: RunInputs, final_evals: list[EvalEvent], sheet: Sheet) -> bool | None:
     """Whether convergence is judged on the eval loss (True) or the training loss (False); None when
-    it is off (its rows are then put as such). Shared by the judge over events and over columns."""
+    it is off (its rows are then put as such)."""
     conv = run.ctx.convergence
     if conv.target_value <= 0:
         for k in CONVERGENCE_KEYS:
@@ -115,53 +85,171 @@ def convergence_source(run: RunInputs, final_evals: list[EvalEvent], sheet: Shee
     )
 
 
-def convergence_section(
-    run: RunInputs, losses: list[tuple[int, float]], final_evals: list[EvalEvent], sheet: Sheet
+# ---- over a node's step table, a chunk at a time
+CURVE = {"steps": "i8", "loss": "f8"}
+
+
+def stream_losses(
+    own: RunInputs, log: StreamLog, sv: Survey, sheet: Sheet
+) -> tuple[ColumnFiles, ColumnFiles]:
+    """The loss metrics of the node as the reference node: final loss, eval loss, convergence and the
+    sampled loss curve's slope over every step number ascending with the loss of its last record
+    (:meth:`StreamLog.by_step`); returns the sampled curve and its finite points, in scratch files."""
+    import numpy as np
+
+    put = sheet.put
+    sampled = log.scratch("sampled", CURVE)
+    finite_pts = log.scratch("finite", CURVE)
+    if not sv.train:
+        put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
+        put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
+    else:
+        first_finite: float | None = None
+        last_step, last = 0, math.nan
+        for st, ls in log.by_step():
+            fin = np.flatnonzero(np.isfinite(ls))
+            if first_finite is None and len(fin):
+                first_finite = float(ls[fin[0]])
+            last_step, last = int(st[-1]), float(ls[-1])
+        put_final_loss(last_step, last, first_finite, sheet)
+    _convergence(own, log, sv, eval_section(own, sheet), sheet)
+    if sv.train:
+        lc = own.ctx.loss_curve
+        every = lc.sample_every if lc.sample_every > 0 else 1
+        miles = np.asarray(lc.milestone_steps, dtype=np.int64)
+        lo, n = 0, log.by_step_count()
+        for st, ls in log.by_step():
+            keep = (st % every == 0) | np.isin(st, miles)
+            if lo == 0:
+                keep[0] = True  # the first and the last step are always sampled
+            if lo + len(st) == n:
+                keep[-1] = True
+            lo += len(st)
+            sampled.append("steps", st[keep])
+            sampled.append("loss", ls[keep])
+            fin = keep & np.isfinite(ls)
+            finite_pts.append("steps", st[fin])
+            finite_pts.append("loss", ls[fin])
+    _curve_slope(own, sampled, sheet)
+    return sampled, finite_pts
+
+
+def _convergence(
+    own: RunInputs, log: StreamLog, sv: Survey, final_evals: list[EvalEvent], sheet: Sheet
 ) -> None:
-    conv = run.ctx.convergence
-    use_eval = convergence_source(run, final_evals, sheet)
+    """Steps and time to the convergence target, on the eval loss or the training loss (by step, as
+    stream_losses reads it); the time is the seconds of the train steps up to it, each step once, in the
+    order the steps first appear."""
+    import numpy as np
+
+    target = own.ctx.convergence.target_value
+    use_eval = convergence_source(own, final_evals, sheet)
     if use_eval is None:
         return
-    pts = [(e.step, e.loss) for e in final_evals] if use_eval else losses
-    hit = next((s for s, v in pts if math.isfinite(v) and v <= conv.target_value), None)
     src = "eval loss" if use_eval else "training loss"
+    hit: int | None = None
+    best: float | None = None
+    if use_eval:
+        pairs = [(e.step, e.loss) for e in final_evals]
+        hit = next((s for s, v in pairs if math.isfinite(v) and v <= target), None)
+        fin = [v for _, v in pairs if math.isfinite(v)]
+        best = min(fin) if fin else None
+    elif sv.train:
+        for st, ls in log.by_step():
+            with np.errstate(invalid="ignore"):
+                hits = np.flatnonzero(np.isfinite(ls) & (ls <= target))
+            if len(hits):
+                hit = int(st[hits[0]])
+                break
+        if hit is None:
+            mins = [min(x) for _, ls in log.by_step() if (x := ls[np.isfinite(ls)].tolist())]
+            best = min(mins) if mins else None
     if hit is None:
-        finite = [v for _, v in pts if math.isfinite(v)]
-        best = f"best {min(finite):.4f}" if finite else "no finite value"
+        text = f"best {best:.4f}" if best is not None else "no finite value"
         for k in CONVERGENCE_KEYS:
-            sheet.put(k, None, "not_produced", f"{src} never reached target {conv.target_value} ({best})")
+            sheet.put(k, None, "not_produced", f"{src} never reached target {target} ({text})")
         return
     sheet.put("training.steps_to_target", float(hit))
-    secs = run.per_step[run.ref] if run.ref is not None else {}
-    sheet.put("training.time_to_target_seconds", sum((e.seconds or 0.0) for s, e in secs.items() if s <= hit))
+
+    seen = log.seen()
+
+    def secs() -> Iterator[list[float]]:
+        for _, c in log.chunks("step", "kind", *FIGURE_COLUMNS):
+            r = log.firsts(seen, c["step"], c["kind"] == TRAIN) & (c["step"] <= hit)
+            f = last_train_records(log, c, r)
+            yield (np.where(f["has_seconds"], f["seconds"], 0.0) + 0.0).tolist()
+
+    sheet.put("training.time_to_target_seconds", chunk_sum(secs()))
 
 
-def loss_curve_section(
-    run: RunInputs, losses: list[tuple[int, float]], sheet: Sheet
-) -> list[tuple[int, float]]:
-    """The sampled loss curve's slope; returns the sampled points."""
-    curve_pts = sample_loss_curve(losses, run.ctx.loss_curve)
-    bad = [(s, v) for s, v in curve_pts if not math.isfinite(v)]
-    if bad:
-        reason = f"{nonfinite_text(bad[0][1])} loss at step {bad[0][0]}"
-        sheet.put("training.loss_curve_slope", None, "non_finite", reason)
-        return curve_pts
-    slope = ols_slope(curve_pts)
+def _curve_slope(own: RunInputs, sampled: ColumnFiles, sheet: Sheet) -> None:
+    """loss.loss_curve_section's metric over the sampled points in ``sampled``."""
+    import numpy as np
+
+    n = len(sampled)
+    for _, c in sampled.chunks(["steps", "loss"], size=spill.CHUNK):
+        bad = np.flatnonzero(~np.isfinite(c["loss"]))
+        if len(bad):
+            v, s = float(c["loss"][bad[0]]), int(c["steps"][bad[0]])
+            sheet.put(
+                "training.loss_curve_slope", None, "non_finite", f"{nonfinite_text(v)} loss at step {s}"
+            )
+            return
+
+    def lists(name: str) -> Iterator[list[Any]]:
+        for c in each_chunk(sampled, name):
+            yield c[name].tolist()
+
+    slope: float | None = None
+    if n >= 2:  # loss.ols_slope's sums: the int ones exact in any grouping, the float ones in one sum
+        sx = sum(sum(x) for x in lists("steps"))
+        sxx = sum(sum(map(mul, x, x)) for x in lists("steps"))
+        sy: float = sum(chain.from_iterable(lists("loss")))
+        pairs = zip(lists("steps"), lists("loss"), strict=True)
+        sxy: float = sum(chain.from_iterable(map(mul, x, y) for x, y in pairs))
+        den = n * sxx - sx * sx
+        slope = None if den == 0 else (n * sxy - sx * sy) / den
     if slope is None:
-        reason = f"{len(curve_pts)} sampled loss point(s); a slope needs 2 or more distinct steps"
+        reason = f"{n} sampled loss point(s); a slope needs 2 or more distinct steps"
         sheet.put("training.loss_curve_slope", None, "not_produced", reason)
     else:
         sheet.put("training.loss_curve_slope", slope)
-    return curve_pts
+
+
+def bounded_points(files: ColumnFiles, cap: int) -> list[tuple[int, float]]:
+    """series.curve_points of the points in ``files``."""
+    import numpy as np
+
+    n = len(files)
+    if n <= cap:
+        idx = np.arange(n, dtype=np.int64)
+    else:
+        idx = np.asarray(
+            decimated_from(
+                n, lambda lo, hi: (files.read("loss", lo, hi), np.full(min(hi, n) - lo, -np.inf)), cap
+            ),
+            dtype=np.int64,
+        )
+    return list(zip(files.take("steps", idx).tolist(), files.take("loss", idx).tolist(), strict=True))
+
+
+def finite_losses(log: StreamLog) -> dict[int, float]:
+    """Every finite loss by step (digest's ``losses`` when the series are bounded)."""
+    import numpy as np
+
+    out: dict[int, float] = {}
+    for _, c in log.chunks("step", "loss"):
+        fin = np.isfinite(c["loss"])
+        out.update(zip(c["step"][fin].tolist(), c["loss"][fin].tolist(), strict=True))
+    return out
 
 
 __all__ = [
-    "convergence_section",
+    "CURVE",
+    "bounded_points",
     "eval_section",
-    "loss_curve_section",
-    "loss_section",
+    "finite_losses",
     "nonfinite_text",
-    "ols_slope",
     "put_final_loss",
-    "sample_loss_curve",
+    "stream_losses",
 ]

@@ -1,4 +1,5 @@
-"""Honest training metrics from every node's parsed log.
+"""The run-level metric sections the run judge (``judge.run.judge_run``) puts on one sheet: devices, the
+window's perf figures, scaling and MFU, checkpoint I/O, and the nodes' lag.
 
 Definitions (shown verbatim in report.html and docs/metrics.md) live in ``METRIC_DEFINITIONS``.
 The perf metrics come from one steady-state window: warm-up and every step whose host interval holds a
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cvs_tui.core.config.blocks import Convergence, LossCurve, ScalingBaseline
 from cvs_tui.core.events import (
@@ -22,8 +23,6 @@ from cvs_tui.core.events import (
     DevicesEvent,
     LogEvent,
     ProcessCountEvent,
-    StepEvent,
-    StepKind,
     TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.definitions import (
@@ -33,23 +32,17 @@ from cvs_tui.core.judge.definitions import (
     MetricValue,
     peak_tflops,
 )
-from cvs_tui.core.judge.goodput import stall_section
-from cvs_tui.core.judge.loss import (
-    convergence_section,
-    eval_section,
-    loss_curve_section,
-    loss_section,
-    ols_slope,
-    sample_loss_curve,
-)
 from cvs_tui.core.judge.stalls import RunStalls
 from cvs_tui.core.judge.window import (
     MIN_CLEAN_STEPS,
     WARMUP_STEPS,
     WINDOW_DEFINITION,
     NodeWindow,
-    node_window,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # A node whose median step time exceeds the median over nodes by more than this is a straggler.
 STRAGGLER_LAG_PCT = 5.0
@@ -117,31 +110,6 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (rank - lo)
 
 
-def per_step_events(events: Sequence[LogEvent]) -> dict[int, StepEvent]:
-    """A node's train steps by step number (the last record of a number wins)."""
-    out: dict[int, StepEvent] = {}
-    for e in events:
-        if isinstance(e, StepEvent) and e.kind is StepKind.TRAIN:
-            out[e.step] = e
-    return out
-
-
-def tokens_per_device(ev: StepEvent, num_devices: int | None, planned: float | None = None) -> float | None:
-    """A step's tokens per device: Tokens/s/device x seconds, else total_weights / devices, else the plan's
-    tokens per device per step (``planned``; older MaxText prints neither), else None."""
-    if ev.tokens_per_device is not None and ev.seconds is not None and math.isfinite(ev.tokens_per_device):
-        return ev.tokens_per_device * ev.seconds
-    if ev.total_weights is not None and num_devices:
-        return ev.total_weights / num_devices
-    return planned
-
-
-def tflops_per_device(ev: StepEvent, tflops_per_step: float | None) -> float | None:
-    if ev.tflops_per_device is not None and ev.seconds is not None and math.isfinite(ev.tflops_per_device):
-        return ev.tflops_per_device * ev.seconds
-    return tflops_per_step
-
-
 def _first(events: Sequence[LogEvent], kind: type) -> Any:
     for e in events:
         if isinstance(e, kind):
@@ -165,12 +133,12 @@ class Sheet:
 
 @dataclass(slots=True)
 class RunInputs:
-    """What every section reads: each node's events, windows and train steps, and the device counts."""
+    """What every section reads: each node's events (without step lines, ``judge.node.slim_events``) and
+    windows, the nodes that logged train steps, and the device counts."""
 
     node_events: Sequence[Sequence[LogEvent]]
     ctx: RunContext
     windows: list[NodeWindow]
-    per_step: list[dict[int, StepEvent]]
     with_steps: list[int]  # the nodes that logged train steps
     num_nodes: int
     devices_per_node: int
@@ -235,45 +203,6 @@ def process_count(node_events: Sequence[Sequence[LogEvent]]) -> tuple[int, bool]
     return (max(low), False) if low else (0, False)
 
 
-def _run_inputs(
-    node_events: Sequence[Sequence[LogEvent]],
-    ctx: RunContext,
-    sheet: Sheet,
-    clocks: Sequence[Mapping[int, float] | None],
-) -> RunInputs:
-    per_step = [per_step_events(evs) for evs in node_events]
-    num_nodes, devices_per_node, total_devices, global_devices, tflops_per_step = run_devices(
-        node_events, ctx, sheet
-    )
-    return RunInputs(
-        node_events=node_events,
-        ctx=ctx,
-        windows=[
-            node_window(evs, clocks[i] if i < len(clocks) else None) for i, evs in enumerate(node_events)
-        ],
-        per_step=per_step,
-        with_steps=[i for i, ps in enumerate(per_step) if ps],
-        num_nodes=num_nodes,
-        devices_per_node=devices_per_node,
-        total_devices=total_devices,
-        global_devices=global_devices,
-        tflops_per_step=tflops_per_step,
-    )
-
-
-def _common_window(run: RunInputs, sheet: Sheet) -> tuple[list[int], Literal["ok", "inconclusive"], str]:
-    """The steps clean on every node that logged steps, and whether there are enough of them."""
-    with_steps = run.with_steps
-    if with_steps:
-        common = set(run.windows[with_steps[0]].steps)
-        for i in with_steps[1:]:
-            common &= set(run.windows[i].steps)
-        window = sorted(common)
-    else:
-        window = []
-    return (window, *window_status(len(window), with_steps, len(run.per_step), run.windows, sheet))
-
-
 def window_status(
     window_len: int, with_steps: list[int], num_nodes: int, windows: Sequence[NodeWindow], sheet: Sheet
 ) -> tuple[Literal["ok", "inconclusive"], str]:
@@ -308,32 +237,6 @@ PERF_METRICS = (
 )
 
 
-def _perf(
-    run: RunInputs, window: list[int], wstatus: str, wreason: str, sheet: Sheet
-) -> tuple[float | None, float | None]:
-    """Step time and throughput over the window; returns (tokens/s total, TFLOP/s per GPU)."""
-    if wstatus != "ok":
-        return perf_inconclusive(wreason, sheet)
-    with_steps, per_step = run.with_steps, run.per_step
-    step_secs = [max(per_step[i][s].seconds or 0.0 for i in with_steps) for s in window]
-    tokens, flops = 0.0, 0.0
-    tokens_ok = flops_ok = True
-    for i in with_steps:
-        for s in window:
-            ev = per_step[i][s]
-            tk = tokens_per_device(ev, run.global_devices, run.tokens_per_step)
-            fl = tflops_per_device(ev, run.tflops_per_step)
-            if tk is None:
-                tokens_ok = False
-            else:
-                tokens += tk
-            if fl is None:
-                flops_ok = False
-            else:
-                flops += fl
-    return put_perf(step_secs, tokens if tokens_ok else None, flops if flops_ok else None, run, sheet)
-
-
 def perf_inconclusive(wreason: str, sheet: Sheet) -> tuple[None, None]:
     for k in PERF_METRICS:
         sheet.put(k, None, "inconclusive", f"inconclusive: {wreason}")
@@ -345,54 +248,35 @@ def put_perf(
 ) -> tuple[float | None, float | None]:
     """The perf metrics from the window's step seconds (slowest node per step) and the tokens and FLOPs
     summed over the window on every node that logged steps (None: some step carried none)."""
-    s = sorted(step_secs)
-    return put_perf_figures(len(s), sum(step_secs), lambda ks: [s[k] for k in ks], tokens, flops, run, sheet)
+    import numpy as np
 
-
-def _linear(n: int, q: float, at: Mapping[int, float]) -> float:
-    """percentile(xs, q) of ``n`` values from ``at``: the k-th smallest of them by k (_linear_ranks)."""
-    if n == 1:
-        return at[0]
-    rank = q / 100.0 * (n - 1)
-    lo = math.floor(rank)
-    hi = min(lo + 1, n - 1)
-    return at[lo] + (at[hi] - at[lo]) * (rank - lo)
-
-
-def _linear_ranks(n: int, q: float) -> list[int]:
-    """The ranks _linear reads."""
-    if n == 1:
-        return [0]
-    lo = math.floor(q / 100.0 * (n - 1))
-    return [lo, min(lo + 1, n - 1)]
+    secs = np.asarray(step_secs, dtype=np.float64)
+    return put_perf_figures(len(secs), sum(step_secs), lambda: [secs], tokens, flops, run, sheet)
 
 
 def put_perf_figures(
     n: int,
     total: float,
-    kth: Callable[[Sequence[int]], list[float]],
+    seconds: Callable[[], Iterable[npt.NDArray[np.float64]]],
     tokens: float | None,
     flops: float | None,
     run: RunInputs,
     sheet: Sheet,
 ) -> tuple[float | None, float | None]:
-    """put_perf from the window's ``n`` step seconds given as their ``sum`` (``total``) and ``kth``: the
-    k-th smallest of them for each of some ranks (0-based), so the seconds need not be held in a list."""
+    """The perf metrics from the window's ``n`` step seconds (the slowest node's per step) given as their
+    ``sum`` (``total``) and ``seconds``: a fresh pass over them a chunk at a time for each call (the
+    percentiles are exact order statistics, ``order_stats``), and the tokens and FLOPs summed over the
+    window on every node that logged steps (None: some step carried none). Returns (tokens/s in all,
+    TFLOP/s per GPU) for scaling and MFU."""
+    from cvs_tui.core.judge.order_stats import percentile
+
     put = sheet.put
-    window_len = n
-    t = total
-    n_dev_nodes = len(run.with_steps)
-    ranks = sorted({k for q in (50, 95) for k in _linear_ranks(n, q)})
-    at = dict(zip(ranks, kth(ranks), strict=True))
-    put("training.step_time_seconds", t / window_len)
-    put("training.step_time_mean_ms", 1000.0 * t / window_len)
-    put("training.step_time_p50_ms", 1000.0 * _linear(n, 50, at))
-    put("training.step_time_p95_ms", 1000.0 * _linear(n, 95, at))
-    tok_total: float | None = None
-    tflops_gpu: float | None = None
-    if tokens is not None:
-        per_gpu = tokens / n_dev_nodes / t
-        tok_total = per_gpu * run.total_devices
+    put("training.step_time_seconds", total / n)
+    put("training.step_time_mean_ms", 1000.0 * total / n)
+    put("training.step_time_p50_ms", 1000.0 * percentile(seconds, n, 50))
+    put("training.step_time_p95_ms", 1000.0 * percentile(seconds, n, 95))
+    per_gpu, tok_total, tflops_gpu = steady_rates(tokens, flops, total, run)
+    if per_gpu is not None:
         put("training.tokens_per_sec_per_gpu", per_gpu)
         put("training.tokens_per_sec_total", tok_total)
     else:
@@ -404,8 +288,7 @@ def put_perf_figures(
                 "step lines carry neither Tokens/s/device nor total_weights, and the plan gives no "
                 "per_device_batch_size x max_target_length",
             )
-    if flops is not None:
-        tflops_gpu = flops / n_dev_nodes / t
+    if tflops_gpu is not None:
         put("training.tflops_per_sec_per_gpu", tflops_gpu)
     else:
         put(
@@ -415,6 +298,24 @@ def put_perf_figures(
             "step lines carry no TFLOP/s/device and no 'Per train step' TFLOPs line was logged",
         )
     return tok_total, tflops_gpu
+
+
+def steady_rates(
+    tokens: float | None, flops: float | None, seconds: float, run: RunInputs
+) -> tuple[float | None, float | None, float | None]:
+    """The window's steady-state throughput, the one place it is computed: (tokens/s per GPU, tokens/s
+    in all, TFLOP/s per GPU) from the tokens and FLOPs summed over the window's steps on every node that
+    logged steps (None: some step carried none) and the window's time (``seconds``: the slowest node's
+    seconds of each window step, summed). Tokens (or FLOPs) in the window over time in the window, never
+    a mean of per-step rates."""
+    n_dev_nodes = len(run.with_steps)
+    per_gpu = tok_total = tflops_gpu = None
+    if tokens is not None:
+        per_gpu = tokens / n_dev_nodes / seconds
+        tok_total = per_gpu * run.total_devices
+    if flops is not None:
+        tflops_gpu = flops / n_dev_nodes / seconds
+    return per_gpu, tok_total, tflops_gpu
 
 
 def scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
@@ -487,33 +388,6 @@ def checkpoint_io(run: RunInputs, sheet: Sheet) -> None:
         sheet.put(load, None, "feature_off", "the run restored no checkpoint")
 
 
-def _node_stats(run: RunInputs) -> list[NodeStats]:
-    """The per-node table: each node's own window, rates and lag behind the median node."""
-    stats: list[NodeStats] = []
-    for i, ps in enumerate(run.per_step):
-        w = [s for s in run.windows[i].steps if s in ps]
-        secs = [ps[s].seconds or 0.0 for s in w]
-        t = sum(secs)
-        tk = [tokens_per_device(ps[s], run.global_devices, run.tokens_per_step) for s in w]
-        fl = [tflops_per_device(ps[s], run.tflops_per_step) for s in w]
-        ok = bool(w) and t > 0
-        tk_known = [x for x in tk if x is not None]
-        fl_known = [x for x in fl if x is not None]
-        stats.append(
-            NodeStats(
-                rank=i,
-                steps_logged=len(ps),
-                last_step=max(ps) if ps else None,
-                window_steps=len(w),
-                step_time_p50_ms=1000.0 * percentile(secs, 50) if ok else None,
-                step_time_mean_ms=1000.0 * t / len(w) if ok else None,
-                tokens_per_sec_per_device=sum(tk_known) / t if ok and len(tk_known) == len(tk) else None,
-                tflops_per_sec_per_device=sum(fl_known) / t if ok and len(fl_known) == len(fl) else None,
-            )
-        )
-    return with_lag(stats)
-
-
 def with_lag(stats: list[NodeStats]) -> list[NodeStats]:
     """Each node's lag behind the median node, and whether it is a straggler."""
     medians = [s.step_time_p50_ms for s in stats if s.step_time_p50_ms is not None]
@@ -524,39 +398,6 @@ def with_lag(stats: list[NodeStats]) -> list[NodeStats]:
                 s.lag_pct = (s.step_time_p50_ms - mid) / mid * 100.0
                 s.straggler = len(medians) > 1 and s.lag_pct > STRAGGLER_LAG_PCT
     return stats
-
-
-def compute_metrics(
-    node_events: Sequence[Sequence[LogEvent]],
-    ctx: RunContext,
-    clocks: Sequence[Mapping[int, float] | None] = (),
-) -> MetricsOutcome:
-    """Every metric of one run from each node's events (index = rank). ``clocks``: each node log's line
-    clock (``judge.clock.line_clock``), for placing stalls in time; a node without one uses its events'
-    timestamps."""
-    sheet = Sheet()
-    run = _run_inputs(node_events, ctx, sheet, clocks)
-    window, wstatus, wreason = _common_window(run, sheet)
-    tok_total, tflops_gpu = _perf(run, window, wstatus, wreason, sheet)
-    stalls = stall_section(run, sheet)
-    scaling_and_mfu(run, tok_total, tflops_gpu, sheet)
-    losses = loss_section(run, sheet)
-    final_evals = eval_section(run, sheet)
-    convergence_section(run, losses, final_evals, sheet)
-    curve_pts = loss_curve_section(run, losses, sheet)
-    checkpoint_io(run, sheet)
-    return MetricsOutcome(
-        metrics={k: sheet.m[k] for k in METRIC_DEFINITIONS if k in sheet.m},
-        node_windows=run.windows,
-        window_steps=window,
-        window_status=wstatus,
-        window_reason=wreason,
-        node_stats=_node_stats(run),
-        loss_curve_points=[(s, v) for s, v in curve_pts if math.isfinite(v)],
-        devices_per_node=run.devices_per_node,
-        notes=sheet.notes,
-        stalls=stalls,
-    )
 
 
 __all__ = [
@@ -570,10 +411,9 @@ __all__ = [
     "NodeStats",
     "NodeWindow",
     "RunContext",
-    "compute_metrics",
-    "node_window",
-    "ols_slope",
+    "RunInputs",
+    "Sheet",
     "peak_tflops",
     "percentile",
-    "sample_loss_curve",
+    "steady_rates",
 ]

@@ -8,6 +8,7 @@ Memory: the counts, one chunk and at most COLLECT gathered values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -102,4 +103,20 @@ def median(chunks: Chunks, n: int) -> float:
     return (a + b) / 2
 
 
-__all__ = ["kth_smallest", "median"]
+def percentile(chunks: Chunks, n: int, q: float) -> float:
+    """The linear-interpolation percentile (numpy's default) of ``n`` finite values read a chunk at a
+    time."""
+    if n == 1:
+        return kth_smallest(chunks, [0])[0]
+    rank = q / 100.0 * (n - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, n - 1)
+    a, b = kth_smallest(chunks, [lo, hi])
+    return a + (b - a) * (rank - lo)
+
+
+__all__ = [
+    "kth_smallest",
+    "median",
+    "percentile",
+]

@@ -25,7 +25,7 @@ from cvs_tui.core.events import (
     TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.metrics import NodeStats
-from cvs_tui.core.judge.series import step_series, thin
+from cvs_tui.core.judge.series import thin
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, WARMUP_STEPS, NodeWindow
 from cvs_tui.core.results import (
     CheckpointRecord,
@@ -150,12 +150,11 @@ def node_record(
     log_path: Path | None,
     exit_code: int | None,
     lines: int,
-    series_cap: int | None = None,
 ) -> tuple[NodeRecord, list[ErrorRecord]]:
     """One node's record: its errors (fatal first, capped, with log context), step series, evals,
-    checkpoints and window. ``series_cap``: above this many step records (or window steps) the series
-    is thinned (see :mod:`cvs_tui.core.judge.series`); None keeps every one. Kept as one function: each
-    field is a short expression over the same events."""
+    checkpoints and window, from its events (the node judge passes its bounded series as the step
+    events, ``judge.series``). Kept as one function: each field is a short expression over the same
+    events."""
     hit_lines = {e.line for e in events if isinstance(e, ErrorHit)}
     # the abort line is usually also an always-on ErrorHit: keep one record per line
     hits = [
@@ -212,7 +211,9 @@ def node_record(
         straggler=stats.straggler,
         fatal_errors=len(fatal),
         warnings=len(hits) - len(fatal),
-        steps=_STEP_SERIES.validate_python([_step_fields(e) for e in step_series(events, series_cap)]),
+        steps=_STEP_SERIES.validate_python(
+            [_step_fields(e) for e in (e for e in events if isinstance(e, StepEvent))]
+        ),
         evals=[
             EvalPoint(step=e.step, loss=finite(e.loss), dialect=e.dialect.value, line=e.line)
             for e in events
@@ -226,7 +227,7 @@ def node_record(
         window=window_record(
             "ok" if len(window.steps) >= MIN_CLEAN_STEPS else "inconclusive",
             "",
-            window.steps if series_cap is None else thin(window.steps, series_cap),
+            window.steps,
             window.excluded,
         ),
         stalls=[

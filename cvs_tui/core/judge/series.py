@@ -16,15 +16,16 @@ the run's ``notes`` say so (``series_note``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from cvs_tui.core.events import LogEvent, StepEvent
+from cvs_tui.core.events import StepEvent
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from cvs_tui.core.judge.table import StreamLog
 
 SERIES_CAP = 2000  # entries per node and per series; exact at or below it
 _PER_BUCKET = 5  # first, lowest loss, highest loss, longest seconds, first non-finite loss
@@ -46,28 +47,6 @@ def thin_indexes(n: int, cap: int) -> list[int]:
     k = -(-n // max(cap - 1, 1))
     out = list(range(0, n, k))
     return [*out, n - 1] if (n - 1) % k else out
-
-
-def step_series(events: Sequence[LogEvent], cap: int | None) -> list[StepEvent]:
-    """A node's step records in log order: every one up to ``cap`` (None: no cap), else the bucketed
-    selection described in the module docstring."""
-    steps = [e for e in events if isinstance(e, StepEvent)]
-    if cap is None or len(steps) <= cap:
-        return steps
-    return [steps[i] for i in _decimated(steps, cap)]
-
-
-def _decimated(steps: list[StepEvent], cap: int) -> list[int]:
-    import numpy as np  # only big runs get here; numpy comes with matplotlib
-
-    n = len(steps)
-    loss = np.fromiter((e.loss for e in steps), dtype=np.float64, count=n)
-    secs = np.fromiter(
-        (e.seconds if e.seconds is not None and math.isfinite(e.seconds) else -np.inf for e in steps),
-        dtype=np.float64,
-        count=n,
-    )
-    return decimated(loss, secs, cap)
 
 
 def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap: int) -> list[int]:
@@ -143,6 +122,23 @@ def series_note(
     )
 
 
+def stream_series(log: StreamLog, cap: int) -> list[StepEvent]:
+    """A node's step records in log order, as the record lists them: every one up to ``cap``, else the
+    bucketed selection of the module docstring."""
+    import numpy as np
+
+    if log.n <= cap:
+        return log.events(list(range(log.n)))
+
+    def read(lo: int, hi: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        f = log.files
+        sec, has = f.read("seconds", lo, hi), f.read("has_seconds", lo, hi)
+        with np.errstate(invalid="ignore"):
+            return f.read("loss", lo, hi), np.where(has & np.isfinite(sec), sec, -np.inf)
+
+    return log.events(decimated_from(log.n, read, cap))
+
+
 __all__ = [
     "SERIES_CAP",
     "curve_note",
@@ -150,7 +146,7 @@ __all__ = [
     "decimated",
     "decimated_from",
     "series_note",
-    "step_series",
+    "stream_series",
     "thin",
     "thin_indexes",
 ]

@@ -1,6 +1,6 @@
 """Columns kept in files while a long node log is judged, read back a chunk at a time.
 
-``analyze`` of a long log keeps each step record's fields (``judge.columns``), the log's line clock and a
+``analyze`` of a long log keeps each step record's fields (``judge.table``), the log's line clock and a
 node's window figures in plain binary files, one per column (native byte order, no header), in its
 temporary folder. Every pass over them reads one chunk of :data:`CHUNK` records at a time with
 ``os.pread``, so what a process holds stays the same whatever the log's length; the kernel's page cache
@@ -10,7 +10,7 @@ serves the re-reads. Writes go through a buffered file per column; reads flush i
 from __future__ import annotations
 
 import os
-from array import array
+import sys
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,21 +29,43 @@ class SpillError(Exception):
 
 
 class ColumnFiles:
-    """Named columns of one length, each a file ``folder / name`` of ``dtypes[name]`` values."""
+    """Named columns of one length, each a file ``folder / name`` of ``dtypes[name]`` values, or held in
+    memory until they pass ``keep`` values."""
 
-    def __init__(self, folder: Path, dtypes: Mapping[str, str]) -> None:
+    def __init__(self, folder: Path | None, dtypes: Mapping[str, str], keep: int = 0) -> None:
+        """``keep``: values per column held in memory before the columns move to files (0: files from the
+        start; ``folder`` None: never)."""
         import numpy as np
 
         self.folder = folder
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
+        self._out: dict[str, IO[bytes]] = {}
+        self._fds: dict[str, int] = {}
+        self._keep = sys.maxsize if folder is None else keep
+        self._mem: dict[str, bytearray] | None = {k: bytearray() for k in self.dtypes}
+        self._n = dict.fromkeys(self.dtypes, 0)
+        if self._keep == 0:
+            self._to_files()
+
+    @property
+    def in_memory(self) -> bool:
+        return self._mem is not None
+
+    def _to_files(self) -> None:
+        """Open the files (appending to what an earlier writer of the folder left) and move the values
+        held so far into them."""
+        assert self.folder is not None and self._mem is not None
+        folder, held = self.folder, self._mem
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._out: dict[str, IO[bytes]] = {k: (folder / k).open("ab") for k in self.dtypes}
+            self._out = {k: (folder / k).open("ab") for k in self.dtypes}
         except OSError as exc:
             raise SpillError(f"{folder}: cannot make the column files ({exc.strerror or exc})") from None
-        self._fds: dict[str, int] = {}
-        # values per column: what an earlier writer of the folder left, then what this one appends
+        self._mem = None
         self._n = {k: (folder / k).stat().st_size // dt.itemsize for k, dt in self.dtypes.items()}
+        for k, buf in held.items():
+            if buf:
+                self._write(k, buf)
 
     def append(self, name: str, data: bytes | memoryview | npt.NDArray[Any]) -> None:
         import numpy as np
@@ -51,14 +73,26 @@ class ColumnFiles:
         if isinstance(data, np.ndarray):
             data = np.ascontiguousarray(data, dtype=self.dtypes[name]).data
         buf = data if isinstance(data, bytes) else data.cast("B")
-        size = self.dtypes[name].itemsize
-        if len(buf) % size:
+        if len(buf) % self.dtypes[name].itemsize:
             raise ValueError(f"column {name}: {len(buf)} bytes is not a whole number of values")
+        if self._mem is None:
+            self._write(name, buf)
+            return
+        self._mem[name] += buf
+        self._n[name] += len(buf) // self.dtypes[name].itemsize
+        if self._n[name] > self._keep:
+            self._to_files()
+
+    def _write(self, name: str, buf: bytes | bytearray | memoryview) -> None:
         try:
             self._out[name].write(buf)
         except OSError as exc:
             raise self._fail("write", exc) from None
-        self._n[name] += len(buf) // size
+        self._n[name] += len(buf) // self.dtypes[name].itemsize
+
+    def _path(self, name: str) -> Path:
+        assert self.folder is not None  # files exist only where there is a folder
+        return self.folder / name
 
     def _fail(self, what: str, exc: OSError) -> SpillError:
         return SpillError(f"{self.folder}: cannot {what} the column files ({exc.strerror or exc})")
@@ -76,7 +110,7 @@ class ColumnFiles:
                 out.flush()
             fd = self._fds.get(name)
             if fd is None:
-                fd = self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
+                fd = self._fds[name] = os.open(self._path(name), os.O_RDONLY)
         except OSError as exc:
             raise self._fail("write or read", exc) from None
         return fd
@@ -89,6 +123,8 @@ class ColumnFiles:
         start, stop = max(start, 0), min(stop, self._n[name])
         if stop <= start:
             return np.zeros(0, dt)
+        if self._mem is not None:
+            return np.frombuffer(self._mem[name][start * dt.itemsize : stop * dt.itemsize], dtype=dt)
         want = (stop - start) * dt.itemsize
         fd, at = self._fd(name), start * dt.itemsize
         buf = bytearray(want)
@@ -99,7 +135,7 @@ class ColumnFiles:
             except OSError as exc:
                 raise self._fail("read", exc) from None
             if n <= 0:
-                raise SpillError(f"{self.folder / name}: cut short at byte {at + got}")
+                raise SpillError(f"{self._path(name)}: cut short at byte {at + got}")
             got += n
         return np.frombuffer(buf, dtype=dt)
 
@@ -131,6 +167,9 @@ class ColumnFiles:
         return out
 
     def close(self) -> None:
+        if self._mem is not None:
+            self._mem = {k: bytearray() for k in self.dtypes}
+            self._n = dict.fromkeys(self.dtypes, 0)
         for out in self._out.values():
             try:
                 out.close()
@@ -148,12 +187,6 @@ class SpilledClock(Mapping[int, float]):
     def __init__(self, files: ColumnFiles) -> None:
         self.files = files
         self._n = len(files)
-
-    def arrays(self) -> tuple[array[int], array[float]]:
-        """The clock read into memory (``LineClock``'s two arrays)."""
-        at: array[int] = array("q", self.files.load("at").tobytes())
-        t: array[float] = array("d", self.files.load("t").tobytes())
-        return at, t
 
     def _line(self, i: int) -> int:
         return int(self.files.read("at", i, i + 1)[0])

@@ -5,7 +5,7 @@ training loop (an async checkpoint's device-to-host copy, a storage hang, a pree
 host, a SIGSTOP) lands in one step's interval. The step line may be written late, in a burst with its
 neighbours, so where it sits in the log says nothing; the time does.
 
-The rule, per node (``find_stalls``):
+The rule, per node (:func:`stream_stalls`, over the node's step table a chunk at a time):
 
 * Judged steps: train steps with finite, positive ``seconds``, minus warm-up (step numbers below
   ``warmup`` and the first ``warmup`` timed steps, as the steady-state window does), first record of
@@ -28,8 +28,8 @@ The rule, per node (``find_stalls``):
   the loop ends, behind the final checkpoint); it is listed as a stall of that step's line with
   source ``log gap``.
 
-Cost: two sorts of the judged seconds, O(n log n), and the attribution in O(log n) per stall;
-``benchmarks/stalls.py`` times 100,000 steps.
+Cost: a few passes over the judged seconds (the medians are exact order statistics over chunks,
+``order_stats``), and the attribution in O(log n) per stall; ``benchmarks/stalls.py`` times 100,000 steps.
 
 Attribution (``Stall.cause``): each stall's wall interval is estimated on the log's clock. A stall holds
 back the step lines written after it: the largest gap between the lines of the steps from ``LINE_LAG``
@@ -55,24 +55,39 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cvs_tui.core.events import StepEvent, StepKind
-from cvs_tui.core.judge.background import Interval, background_intervals
+from cvs_tui.core.judge import spill
+from cvs_tui.core.judge.background import Interval
+from cvs_tui.core.judge.order_stats import median
+from cvs_tui.core.judge.spill import ColumnFiles
+from cvs_tui.core.judge.table import (
+    PROFILER,
+    TRAIN,
+    Arrays,
+    Clock,
+    StreamLog,
+    chunk_sum,
+    clock_times,
+    each_chunk,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "Interval",
     "RunStalls",
     "Stall",
     "StallReport",
-    "background_intervals",
-    "find_stalls",
-    "judged_steps",
+    "Timeline",
+    "attribute",
+    "place_stall",
     "run_stalls",
-    "threshold",
+    "stream_stalls",
 ]
 
 STALL_RATIO = 3.0
@@ -122,11 +137,10 @@ class Stall:
 class StallReport:
     stalls: tuple[Stall, ...]
     judged_steps: int
-    steady_steps: tuple[int, ...]  # judged steps that are not stalls, in log order
     median_seconds: float | None  # None: too few judged steps for a baseline
     threshold_seconds: float | None
     wall_seconds: float
-    steady_step_seconds: float | None  # mean seconds of steady_steps
+    steady_step_seconds: float | None  # mean seconds of the judged steps that are not stalls
 
     @property
     def stall_count(self) -> int:
@@ -163,133 +177,6 @@ def _secs(x: float) -> str:
     return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
 
 
-def _time(ev: StepEvent, clock: Mapping[int, float] | None) -> float | None:
-    if clock is not None:
-        t = clock.get(ev.line)
-        if t is not None:
-            return t
-    return ev.timestamp
-
-
-def _times(steps: Sequence[StepEvent], clock: Mapping[int, float] | None) -> list[float | None]:
-    if clock is None:
-        return [e.timestamp for e in steps]
-    get = clock.get
-    return [get(e.line, e.timestamp) for e in steps]
-
-
-def judged_steps(steps: Sequence[StepEvent], warmup: int = 3) -> list[StepEvent]:
-    """Timed train steps after warm-up, first record of each step number, in log order."""
-    timed = [
-        e
-        for e in steps
-        if e.kind is StepKind.TRAIN and e.seconds is not None and math.isfinite(e.seconds) and e.seconds > 0
-    ]
-    out: list[StepEvent] = []
-    seen: set[int] = set()
-    for i, e in enumerate(timed):
-        if e.step < warmup or i < warmup or e.step in seen:
-            continue
-        seen.add(e.step)
-        out.append(e)
-    return out
-
-
-def threshold(seconds: Sequence[float]) -> tuple[float, float] | None:
-    """(median, stall threshold) of a series of step seconds, or None below MIN_BASELINE_STEPS."""
-    if len(seconds) < MIN_BASELINE_STEPS:
-        return None
-    m = statistics.median(seconds)
-    s = MAD_SCALE * statistics.median([abs(x - m) for x in seconds])
-    return m, max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
-
-
-def find_stalls(
-    steps: Sequence[StepEvent],
-    background: Sequence[Interval] = (),
-    *,
-    clock: Mapping[int, float] | None = None,
-    warmup: int = 3,
-) -> StallReport:
-    """The stalls of one node's steps (log order), attributed to ``background``. ``clock`` maps a line
-    to its time (``judge.clock.line_clock``); without it the events' own timestamps are used."""
-    judged = judged_steps(steps, warmup)
-    secs = [e.seconds or 0.0 for e in judged]
-    wall = sum(secs)
-    base = threshold(secs)
-    if base is None:
-        mean = wall / len(judged) if judged else None
-        steps_t = tuple(e.step for e in judged)
-        return StallReport((), len(judged), steps_t, None, None, wall, mean)
-    m, limit = base
-    flagged = [i for i, x in enumerate(secs) if x > limit]
-    stalls = [Stall(judged[i].step, secs[i], m, judged[i].line) for i in flagged]
-    times = _times(judged, clock)
-    flagged_set = set(flagged)
-    # the last line is written after the loop ends (final checkpoint wait, metric flush): not a step gap
-    for i in range(1, len(judged) - 1):
-        t0, t1 = times[i - 1], times[i]
-        if t0 is None or t1 is None or t1 - t0 <= limit:
-            continue
-        if flagged_set.intersection(range(i - 1, i + LINE_LAG + 1)):
-            continue  # the gap is a seconds stall: a step line is written up to LINE_LAG steps late
-        stalls.append(Stall(judged[i].step, t1 - t0, m, judged[i].line, "log gap", t0, t1))
-        wall += t1 - t0 - secs[i]
-    stalls.sort(key=lambda s: s.line)
-    stalls = _place(stalls, steps, clock, m)
-    timeline = _Timeline(background)
-    stalls = [_attribute(s, timeline, 2.0 * m) for s in stalls]
-    stalled = {s.step for s in stalls if s.source == "seconds"}
-    steady = [e for e in judged if e.step not in stalled]
-    mean = sum(e.seconds or 0.0 for e in steady) / len(steady) if steady else None
-    return StallReport(tuple(stalls), len(judged), tuple(e.step for e in steady), m, limit, wall, mean)
-
-
-def _place(
-    stalls: list[Stall], steps: Sequence[StepEvent], clock: Mapping[int, float] | None, median: float
-) -> list[Stall]:
-    """Wall intervals of the seconds stalls. A stall holds back the step lines written after it, so it
-    opens a gap in their times, followed by a burst: the largest gap between the lines of the steps
-    from LINE_LAG before to one after the stall, when it is at least half the stall, ends where the
-    stall ends. Otherwise the running sum of logged seconds, anchored to the step lines' times by the
-    median offset over the neighbouring steps that are not stalls (late by the lines' lag)."""
-    if not stalls:
-        return stalls
-    timed = [
-        e
-        for e in steps
-        if e.kind is not StepKind.PROFILER and e.seconds is not None and math.isfinite(e.seconds)
-    ]
-    wanted = {(s.line, s.step) for s in stalls if s.source == "seconds"}
-    index: dict[tuple[int, int], int] = {}
-    for n, e in enumerate(timed):
-        if (e.line, e.step) in wanted:
-            index.setdefault((e.line, e.step), n)  # the first record of a step, as judged
-    cum = list(accumulate(max(e.seconds or 0.0, 0.0) for e in timed))
-    times: dict[int, float | None] = {}  # only the steps around a stall
-
-    def time_at(k: int) -> float | None:
-        if k not in times:
-            times[k] = _time(timed[k], clock)
-        return times[k]
-
-    limit = max(STALL_RATIO * median, median + STALL_MIN_EXCESS_S)
-    out: list[Stall] = []
-    for s in stalls:
-        k = index.get((s.line, s.step))
-        if s.source != "seconds" or k is None:
-            out.append(s)
-            continue
-        out.append(
-            place_stall(s, k, len(timed), time_at, cum.__getitem__, lambda j: timed[j].seconds or 0.0, limit)
-        )
-    return out
-
-
-def _seconds_of(timed: Sequence[StepEvent]) -> Callable[[int], float]:
-    return lambda j: timed[j].seconds or 0.0
-
-
 def place_stall(
     s: Stall,
     k: int,
@@ -301,7 +188,7 @@ def place_stall(
 ) -> Stall:
     """The wall interval of seconds stall ``s``, the ``k``-th of ``n`` timed steps (see :func:`_place`):
     ``time_at(j)`` is step j's wall time (None: unknown), ``cum_at(j)`` the sum of step times up to it,
-    ``seconds_at(j)`` its own step time. Shared by the judge over events and the one over columns."""
+    ``seconds_at(j)`` its own step time."""
     gap, gap_end = 0.0, None
     for i in range(max(1, k - LINE_LAG), min(n, k + 2)):
         t0, t1 = time_at(i - 1), time_at(i)
@@ -319,7 +206,7 @@ def place_stall(
     return replace(s, start=end - s.seconds, end=end)
 
 
-class _Timeline:
+class Timeline:
     """Timed intervals sorted by start, for overlap queries in O(log n + hits)."""
 
     def __init__(self, background: Sequence[Interval]) -> None:
@@ -348,7 +235,7 @@ class _Timeline:
         return best
 
 
-def _attribute(s: Stall, line: _Timeline, slack: float) -> Stall:
+def attribute(s: Stall, line: Timeline, slack: float) -> Stall:
     """The background interval the stall overlaps most on the clock; by step number without times."""
     if s.start is not None and s.end is not None and line.timed:
         best = line.best(s.start, s.end, slack)
@@ -389,3 +276,177 @@ def run_stalls(reports: Sequence[StallReport], steady_step_seconds: float | None
         goodput_pct=min(goodputs) if goodputs else None,
         stalls=tuple(listed),
     )
+
+
+# ---- the rule over a node's step table, a chunk at a time
+_JUDGED = ("step", "line", "kind", "seconds", "has_seconds", "timestamp")
+
+
+_JUDGED_FILES = {"step": "i8", "line": "i8", "sec": "f8", "ts": "f8"}
+
+
+def _judged(log: StreamLog, warmup: int) -> ColumnFiles:
+    """column_stalls' judged records (their step, line, seconds and timestamp), into files of their own:
+    the stall rules read them many times."""
+    import numpy as np
+
+    out = log.scratch("judged", _JUDGED_FILES)
+    timed = 0
+    seen = log.seen()
+    for _, c in log.chunks(*_JUDGED):
+        sec = c["seconds"]
+        ok = (c["kind"] == TRAIN) & c["has_seconds"]
+        with np.errstate(invalid="ignore"):
+            ok &= np.isfinite(sec) & (sec > 0)
+        idx = np.flatnonzero(ok)
+        later = np.zeros(len(ok), np.bool_)
+        later[idx] = (c["step"][idx] >= warmup) & (np.arange(timed, timed + len(idx)) >= warmup)
+        timed += len(idx)
+        j = np.flatnonzero(log.firsts(seen, c["step"], later))
+        for name, col in (("step", "step"), ("line", "line"), ("sec", "seconds"), ("ts", "timestamp")):
+            out.append(name, c[col][j])
+    return out
+
+
+def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
+    """The stalls of a node's step table (see the module docstring): the judged records go to scratch
+    files of their own, which the rule reads several times."""
+    judged = _judged(log, warmup)
+    try:
+        return _stalls(log, judged, bg)
+    finally:
+        judged.close()
+
+
+def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
+    import numpy as np
+
+    def secs() -> Iterator[npt.NDArray[np.float64]]:
+        for c in each_chunk(judged, "sec"):
+            yield c["sec"]
+
+    n = len(judged)
+    wall = chunk_sum(x.tolist() for x in secs())
+    if n < MIN_BASELINE_STEPS:
+        return StallReport((), n, None, None, wall, wall / n if n else None)
+    m = median(secs, n)
+    s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in secs()), n)
+    limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
+    stalls: list[Stall] = []
+    flagged: set[int] = set()
+    for g, c in judged.chunks(("step", "line", "sec"), size=spill.CHUNK):
+        for i in np.flatnonzero(c["sec"] > limit).tolist():
+            stalls.append(Stall(int(c["step"][i]), float(c["sec"][i]), m, int(c["line"][i])))
+            flagged.add(g + i)
+    if n > 2:
+        wall = _gaps(log.clock, judged, limit, m, flagged, stalls, wall)
+    stalls.sort(key=lambda st: st.line)
+    stalls = _place(stalls, log, m)
+    timeline = Timeline(bg)
+    stalls = [attribute(st, timeline, 2.0 * m) for st in stalls]
+    stalled = np.fromiter({st.step for st in stalls if st.source == "seconds"}, np.int64)
+    count = [0]
+
+    def steady() -> Iterator[list[float]]:
+        for c in each_chunk(judged, "step", "sec"):
+            keep = c["sec"][~np.isin(c["step"], stalled)]
+            count[0] += len(keep)
+            yield keep.tolist()
+
+    total = chunk_sum(steady())
+    mean = total / count[0] if count[0] else None
+    return StallReport(tuple(stalls), n, m, limit, wall, mean)
+
+
+def _gaps(
+    clock: Clock,
+    judged: ColumnFiles,
+    limit: float,
+    m: float,
+    flagged: set[int],
+    out: list[Stall],
+    wall: float,
+) -> float:
+    """The log gaps between judged records 1..n-2 (column_stalls), appended to ``out``; returns ``wall``."""
+    import numpy as np
+
+    n, prev = len(judged), math.nan
+    for g, c in judged.chunks(tuple(_JUDGED_FILES), size=spill.CHUNK):
+        times = clock_times(clock, c["line"], c["ts"])
+        full = np.concatenate(([prev], times)) if g else times
+        base = g - 1 if g else 0  # the judged index of full[0]
+        with np.errstate(invalid="ignore"):
+            at = np.flatnonzero(full[1:] - full[:-1] > limit)
+        for k in at.tolist():
+            i = base + k + 1
+            if i < 1 or i > n - 2 or flagged.intersection(range(i - 1, i + LINE_LAG + 1)):
+                continue  # the gap is a seconds stall: a step line is written up to LINE_LAG steps late
+            t0, t1 = float(full[k]), float(full[k + 1])
+            r = i - g
+            out.append(Stall(int(c["step"][r]), t1 - t0, m, int(c["line"][r]), "log gap", t0, t1))
+            wall += t1 - t0 - float(c["sec"][r])
+        prev = float(times[-1])
+    return wall
+
+
+def _timed(log: StreamLog) -> Iterator[tuple[Arrays, npt.NDArray[np.int64]]]:
+    """The records with finite seconds that are not profiler boundaries (what a stall's wall interval is
+    placed among), a chunk at a time."""
+    import numpy as np
+
+    for _, c in log.chunks(*_JUDGED):
+        ok = (c["kind"] != PROFILER) & c["has_seconds"] & np.isfinite(c["seconds"])
+        yield c, np.flatnonzero(ok)
+
+
+def _place(stalls: list[Stall], log: StreamLog, median_s: float) -> list[Stall]:
+    """Each seconds stall's wall interval (place_stall), from the step times around it."""
+    import numpy as np
+
+    wanted = [i for i, s in enumerate(stalls) if s.source == "seconds"]
+    if not wanted:
+        return stalls
+    k_of: dict[int, int] = {}
+    g = 0
+    for c, t in _timed(log):
+        tl, tstep = c["line"][t], c["step"][t]
+        for w in wanted:
+            if w in k_of:
+                continue
+            s = stalls[w]
+            lo, hi = int(np.searchsorted(tl, s.line, "left")), int(np.searchsorted(tl, s.line, "right"))
+            same = np.flatnonzero(tstep[lo:hi] == s.step)
+            if len(same):
+                k_of[w] = g + lo + int(same[0])
+        g += len(t)
+    n = g
+    reach = max(LINE_LAG + 1, ANCHOR_NEIGHBOURS)
+    need = sorted(
+        {j for k in k_of.values() for j in range(max(0, k - reach), min(n, k + ANCHOR_NEIGHBOURS + 2))}
+    )
+    times: dict[int, float | None] = {}
+    cum: dict[int, float] = {}
+    sec: dict[int, float] = {}
+    want = np.asarray(need, dtype=np.int64)
+    g, carry = 0, None
+    for c, t in _timed(log):
+        if not len(t):
+            continue
+        tsec = c["seconds"][t]
+        x = np.maximum(tsec, 0.0)
+        run = np.cumsum(x) if carry is None else np.add.accumulate(np.concatenate(([carry], x)))[1:]
+        carry = float(run[-1])
+        here = want[(want >= g) & (want < g + len(t))]
+        if len(here):
+            tt = clock_times(log.clock, c["line"][t], c["timestamp"][t])
+            for j in here.tolist():
+                v = float(tt[j - g])
+                times[j] = v if v == v else None  # NaN: no time
+                cum[j] = float(run[j - g])
+                sec[j] = float(tsec[j - g])
+        g += len(t)
+    limit = max(STALL_RATIO * median_s, median_s + STALL_MIN_EXCESS_S)
+    out = list(stalls)
+    for w, k in k_of.items():
+        out[w] = place_stall(stalls[w], k, n, times.__getitem__, cum.__getitem__, sec.__getitem__, limit)
+    return out

@@ -3,9 +3,10 @@ others are left out (see ``WINDOW_DEFINITION``, shown verbatim in report.html an
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -15,11 +16,14 @@ from cvs_tui.core.events import (
     EvalStartEvent,
     LogEvent,
     ProfilerMarkEvent,
-    StepEvent,
-    StepKind,
 )
-from cvs_tui.core.judge.background import background_intervals
-from cvs_tui.core.judge.stalls import StallReport, find_stalls
+from cvs_tui.core.judge.background import background
+from cvs_tui.core.judge.stalls import StallReport, stream_stalls
+from cvs_tui.core.judge.table import PROFILER, TRAIN, Arrays, StreamLog
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # MaxText's first step timings include compilation and tracing; drop steps numbered below this and the
 # first this-many logged steps (a resumed run starts at its checkpoint step and warms up again).
@@ -62,31 +66,37 @@ def _is_save(ev: CheckpointEvent) -> bool:
     )
 
 
-def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = None) -> NodeWindow:
-    """Clean steps of one node's log: see WINDOW_DEFINITION. ``clock`` is the log's line clock
-    (``judge.clock.line_clock``), which places stalls in time for their attribution."""
-    win = NodeWindow()
-    excluded = win.excluded
+# a step record the window drops on its own: (record, step, kind, line), each not a timed train step
+Special = tuple[int, int, int, int]
 
-    def drop(step: int, reason: str) -> None:
-        excluded.setdefault(step, reason)
 
-    last_step: int | None = None
-    timed: list[StepEvent] = []
-    eval_step: int | None = None  # the train step of the eval in progress (running evals name none)
-    for ev in events:
-        if isinstance(ev, StepEvent):
-            if ev.kind is StepKind.TRAIN:
-                if ev.seconds is None:
-                    drop(ev.step, "no seconds on the step line")
-                else:
-                    timed.append(ev)
+def drops(
+    special: list[Special],
+    others: list[tuple[int, LogEvent]],
+    step_at: Callable[[int], int],
+    excluded: dict[int, str],
+) -> None:
+    """The window's drops for checkpoint saves, evals, profiler boundaries, rampup steps and train steps
+    without seconds, in log order (the first reason of a step wins),
+    ``special`` the records that are not timed train steps, ``others`` the other events with the number
+    of step records before each, ``step_at(i)`` the step number of record ``i``."""
+    items: list[tuple[int, int, int, LogEvent | Special]] = [(p, 0, k, e) for k, (p, e) in enumerate(others)]
+    items += [(sp[0], 1, 0, sp) for sp in special]
+    items.sort(key=itemgetter(0, 1, 2))
+
+    def drop(s: int, reason: str) -> None:
+        excluded.setdefault(s, reason)
+
+    eval_step: int | None = None
+    for pos, _is_step, _k, ev in items:
+        if isinstance(ev, tuple):
+            _, s, kd, line = ev
+            if kd == TRAIN:
+                drop(s, "no seconds on the step line")
             else:
-                # A profiler boundary or rampup step stalls its own interval and the next ones.
-                what = "profiler boundary" if ev.kind is StepKind.PROFILER else "rampup step"
+                what = "profiler boundary" if kd == PROFILER else "rampup step"
                 for k in range(3):
-                    drop(ev.step + k, f"{what} at step {ev.step} (line {ev.line})")
-            last_step = ev.step
+                    drop(s + k, f"{what} at step {s} (line {line})")
             continue
         what = ""
         explicit: int | None = None
@@ -110,34 +120,118 @@ def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = 
                 drop(explicit + k, reason)
         else:
             # no step named: go by position (a step line is written at least one step late)
-            base = -1 if last_step is None else last_step
+            base = step_at(pos - 1) if pos > 0 else -1  # the last step line before the event
             reason = f"interval holds {_article(what)} {what} (line {ev.line}, after the line of step {base})"
             for k in (1, 2, 3):
                 drop(base + k, reason)
-    for i, ev in enumerate(timed):
-        if ev.step < WARMUP_STEPS or i < WARMUP_STEPS:
-            excluded[ev.step] = "warm-up (compilation and first steps)"
-    if timed:
-        steps = [e for e in events if isinstance(e, StepEvent)]
-        win.stalls = find_stalls(steps, background_intervals(events, clock), clock=clock, warmup=WARMUP_STEPS)
-        for step, reason in win.stalls.exclusions().items():
-            excluded.setdefault(step, reason)
-    seen: set[int] = set()
-    for ev in timed:
-        if ev.step in excluded or ev.step in seen:
-            continue
-        if not (math.isfinite(ev.seconds or 0.0) and (ev.seconds or 0.0) > 0):
-            excluded[ev.step] = "non-positive or non-finite seconds"
-            continue
-        seen.add(ev.step)
-        win.steps.append(ev.step)
-    # keep only exclusions of steps that were actually logged, or reasons would name phantom steps
-    logged = {e.step for e in events if isinstance(e, StepEvent)}
-    win.excluded = {s: r for s, r in sorted(excluded.items()) if s in logged}
-    return win
 
 
-__all__ = ["MIN_CLEAN_STEPS", "WARMUP_STEPS", "WINDOW_DEFINITION", "NodeWindow", "node_window"]
+@dataclass(slots=True)
+class Survey:
+    """One pass over a node's records: what the window drops on its own and counts."""
+
+    special: list[Special] = field(default_factory=list)  # records that are not timed train steps
+    profiler: list[int] = field(default_factory=list)
+    warm: list[int] = field(default_factory=list)  # steps dropped as warm-up, in log order
+    timed: int = 0  # train records with seconds
+    train: int = 0
+    last_train: int | None = None
+
+
+def survey(log: StreamLog) -> Survey:
+    import numpy as np
+
+    sv = Survey()
+    for lo, c in log.chunks("step", "line", "kind", "has_seconds"):
+        step, kind = c["step"], c["kind"]
+        train = kind == TRAIN
+        timed = train & c["has_seconds"]
+        sp = np.flatnonzero(~timed)
+        sv.special += zip(
+            *((sp + lo).tolist(), step[sp].tolist(), kind[sp].tolist(), c["line"][sp].tolist()), strict=True
+        )
+        sv.profiler += (np.flatnonzero(kind == PROFILER) + lo).tolist()
+        ts = step[timed]
+        warm = (ts < WARMUP_STEPS) | (np.arange(sv.timed, sv.timed + len(ts)) < WARMUP_STEPS)
+        sv.warm += ts[warm].tolist()
+        sv.timed += len(ts)
+        sv.train += int(train.sum())
+        if train.any():
+            sv.last_train = int(step[train][-1])
+    return sv
+
+
+@dataclass(slots=True)
+class StreamWindow:
+    """A node's window without its step list (the figures' pass writes it): ``keys`` the steps excluded
+    before the seconds check (a window record is the first timed train record of a step not among them,
+    with positive finite seconds)."""
+
+    excluded: dict[int, str]
+    stalls: StallReport | None
+    keys: npt.NDArray[np.int64]
+
+
+def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
+    """A node's window (see WINDOW_DEFINITION): the steps it drops, with why, and its stalls."""
+    import numpy as np
+
+    excluded: dict[int, str] = {}
+    drops(sv.special, log.s.others, log.step_at, excluded)
+    stalls: StallReport | None = None
+    if sv.timed:
+        for s in sv.warm:
+            excluded[s] = "warm-up (compilation and first steps)"
+        prof = list(zip(sv.profiler, log.events(sv.profiler), strict=True))
+        stalls = stream_stalls(log, background(log.s.others, prof, log.clock), WARMUP_STEPS)
+        for s, reason in stalls.exclusions().items():
+            excluded.setdefault(s, reason)
+    keys = np.sort(np.fromiter(excluded, np.int64, len(excluded)))
+    seen = log.seen()
+    for _, c in log.chunks("step", "kind", "seconds", "has_seconds"):
+        first = log.firsts(
+            seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys)
+        )
+        v = c["seconds"][first]
+        good = np.isfinite(v) & (v > 0)
+        for s in c["step"][first][~good].tolist():
+            excluded[s] = "non-positive or non-finite seconds"
+    every = np.fromiter(excluded, np.int64, len(excluded))
+    logged = np.zeros(len(every), np.bool_)
+    for _, c in log.chunks("step"):
+        logged |= np.isin(every, c["step"])
+    named = set(every[logged].tolist())  # a reason only for a step that was logged
+    kept = {s: r for s, r in sorted(excluded.items()) if s in named}
+    return StreamWindow(kept, stalls, keys)
+
+
+def window_mask(
+    log: StreamLog, seen: npt.NDArray[np.uint8] | None, c: Arrays, keys: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """The window records of a chunk (see StreamWindow): the first timed train record of each step not
+    excluded, when its seconds are positive and finite."""
+    import numpy as np
+
+    sec = c["seconds"]
+    with np.errstate(invalid="ignore"):
+        good = np.isfinite(sec) & (sec > 0)
+    first = log.firsts(seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"] & ~np.isin(c["step"], keys))
+    return first & good
+
+
+__all__ = [
+    "MIN_CLEAN_STEPS",
+    "WARMUP_STEPS",
+    "WINDOW_DEFINITION",
+    "NodeWindow",
+    "Special",
+    "StreamWindow",
+    "Survey",
+    "drops",
+    "stream_window",
+    "survey",
+    "window_mask",
+]
 
 
 def _article(noun: str) -> str:

@@ -1,7 +1,7 @@
 """The parser's byte scanning in pure Python: the twin of the C module ``_native`` (same names, same answers).
 
 ``accel.scanner`` is one of the two modules; the parser (and, for ``analyze``, ``judge.clock`` and
-``judge.columns``: ``clock_lines``, ``step_columns``) calls only the functions below, so it has no branch
+``judge.table``: ``clock_lines``, ``step_columns``) calls only the functions below, so it has no branch
 on which one runs. This module is the reference the C code is tested against (``tests/
 test_parse_native.py`` compares them on real and fuzzed logs) and what runs where ``_native`` is not
 built or ``CVS_TUI_PURE_PARSER=1`` turns it off. ``_native.pyi`` states the shared signatures.

@@ -83,6 +83,7 @@ class RunExecution:
         emit: Callable[[RunEvent], None],
         records: dict[str, RunRecord],
         clock: Callable[[], float] = time.time,
+        losses: dict[str, dict[int, float]] | None = None,
     ) -> None:
         self.plan = plan
         self.launcher = launcher
@@ -90,6 +91,8 @@ class RunExecution:
         self.run_dir = run_dir
         self.emit = emit
         self.records = records
+        # by run key, the losses the checkpoint-resume verdicts compare, where a record's series is bounded
+        self.losses: dict[str, dict[int, float]] = {} if losses is None else losses
         self.clock = clock
         self.job: Job | None = None
         self.active: list[int] = []
@@ -339,21 +342,27 @@ class RunExecution:
         self._end_window(pr.key)
         for r in ranks:
             finish_rank(r, pr.key, self.emit)
-        rec = judging.judge_run(
-            pr,
-            [r.events for r in ranks],
-            exit_codes=[r.watch.exit_code for r in ranks],
-            outcome=verdict.outcome,
-            reason=verdict.reason,
-            root_cause_node=verdict.root,
-            hosts=[r.watch.host for r in ranks],
-            node_logs=[r.local_log for r in ranks],
-            node_lines=[r.parser.lines_seen for r in ranks],
-            started_at=started,
-            ended_at=self.clock(),
-            health=self._health_metrics(pr.key),
-            endings=[r.ending for r in ranks],
-        )
+        try:
+            rec, losses = judging.judge_run(
+                pr,
+                [r.steps.table() for r in ranks],
+                exit_codes=[r.watch.exit_code for r in ranks],
+                outcome=verdict.outcome,
+                reason=verdict.reason,
+                root_cause_node=verdict.root,
+                hosts=[r.watch.host for r in ranks],
+                node_logs=[r.local_log for r in ranks],
+                node_lines=[r.parser.lines_seen for r in ranks],
+                started_at=started,
+                ended_at=self.clock(),
+                health=self._health_metrics(pr.key),
+                endings=[r.ending for r in ranks],
+            )
+        finally:
+            for r in ranks:
+                r.steps.discard()
+        if losses is not None:
+            self.losses[pr.key] = losses
         for r in ranks:
             if r.dropped_warnings and r.watch.rank < len(rec.nodes):
                 rec.nodes[r.watch.rank].warnings += r.dropped_warnings

@@ -3,9 +3,11 @@
 Shared by every source that feeds bytes as they arrive: a live run (:mod:`.execute`, the launcher's
 stream) and follow mode (:mod:`cvs_tui.core.follow_run`, files or stdin it did not launch), so both
 publish the same events from the same bytes. Copying the bytes into the run folder stays with the
-caller (what a failed write means differs). Memory per rank stays bounded: an unfinished line is kept
-up to ``RECORD_CAP`` bytes (the rest of it is dropped and counted, as the parser does), and benign
-warning hits past ``WARNINGS_KEPT`` are counted, not kept (the judge only counts them) nor published.
+caller (what a failed write means differs). Memory per rank stays bounded: the judge's step records go
+to a step table (``judge.table.StepCollector``: columns in memory up to a size, then in files), an
+unfinished line is kept up to ``RECORD_CAP`` bytes (the rest of it is dropped and counted, as the parser
+does), and benign warning hits past ``WARNINGS_KEPT`` are counted, not kept (the judge only counts them)
+nor published.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.events import (
     ErrorHit,
@@ -30,7 +33,11 @@ from cvs_tui.core.events import (
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.parse.records import RECORD_CAP
+from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.watchdog import NodeWatch
+
+if TYPE_CHECKING:
+    from cvs_tui.core.judge.table import StepCollector
 
 LINES_BATCH = 200  # raw lines per LogLinesEvent at most
 WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the rest are only counted
@@ -48,7 +55,9 @@ class RankLog:
     watch: NodeWatch
     local_log: Path
     parser: NodeLogParser
-    events: list[LogEvent] = field(default_factory=list)  # what the judge judges (warnings capped)
+    # what the judge judges (warnings capped): the step records as columns, in memory up to a size and
+    # then in files, and the other events, so a long run holds a few bytes a step, not its events
+    steps: StepCollector = field(default_factory=judging.step_collector)
     lines: int = 0
     partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
     cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
@@ -74,7 +83,8 @@ def feed_rank(
         batch = tuple(lines[i : i + LINES_BATCH])
         emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
     r.lines += len(lines)
-    append = r.events.append
+    judged: list[LogEvent] = []
+    append = judged.append
     for ev in r.parser.feed(chunk):
         if isinstance(ev, StepEvent):  # nearly every event: first, without the checks below
             append(ev)
@@ -100,14 +110,16 @@ def feed_rank(
             w.on_fatal(ev.line, now)
             w.state = NodeState.FAILED
             node_status(run, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
+    r.steps.add(judged)
     return lines
 
 
 def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:
     """The parser's last events (an unfinished last record), published and kept for the judge."""
-    for ev in r.parser.finish():
-        r.events.append(ev)
+    last = r.parser.finish()
+    for ev in last:
         emit(NodeLogEvent(run=run, node=r.watch.rank, event=ev))
+    r.steps.add(last)
 
 
 def append_bytes(path: Path, data: bytes) -> None:

@@ -10,19 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
+from cvs_tui.core.events import RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.finalize import (
     base_results,
-    finalize_run,
+    judge_tables,
     stage_records,
     stall_events,
     verdict_events,
 )
+from cvs_tui.core.judge.table import StepCollector, StepTable
 from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
+
+
+def step_collector() -> StepCollector:
+    """A rank's step table while its log streams in (``judge.table``): what the judge judges it by."""
+    return StepCollector()
 
 
 def new_results(plan: Plan) -> Results:
@@ -30,9 +36,13 @@ def new_results(plan: Plan) -> Results:
     return base_results(plan, source="live", hosts=[n.host for n in plan.nodes])
 
 
+# the runs whose losses the checkpoint-resume verdicts compare step by step
+RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
+
 def judge_run(
     run: PlannedRun,
-    node_events: Sequence[Sequence[LogEvent]],
+    tables: Sequence[StepTable],
     *,
     exit_codes: Sequence[int | None],
     outcome: RunOutcome,
@@ -45,12 +55,13 @@ def judge_run(
     ended_at: float,
     health: Mapping[str, float] | None = None,
     endings: Sequence[Ending | None] | None = None,
-) -> RunRecord:
-    """One finished run, judged from each rank's parsed events (index = rank); ``endings``: how the
-    scheduler ended each rank's task, where the launcher could read it."""
-    return finalize_run(
+) -> tuple[RunRecord, dict[int, float] | None]:
+    """One finished run, judged from each rank's step table (index = rank); also the losses by step the
+    checkpoint-resume verdicts compare, when its record's series were bounded (see judge_tables).
+    ``endings``: how the scheduler ended each rank's task, where the launcher could read it."""
+    return judge_tables(
         run,
-        node_events,
+        tables,
         exit_codes=exit_codes,
         outcome=outcome,
         reason=reason,
@@ -62,12 +73,16 @@ def judge_run(
         ended_at=ended_at,
         health=health,
         endings=endings,
+        keep_losses=run.kind in RESUME_KINDS,
     )
 
 
-def judge_checkpoint(plan: Plan, records: dict[str, RunRecord]) -> None:
-    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place)."""
-    judge_checkpoint_resume(plan, records)
+def judge_checkpoint(
+    plan: Plan, records: dict[str, RunRecord], losses: Mapping[str, dict[int, float]] | None = None
+) -> None:
+    """Adds the checkpoint-resume verdicts to the checkpoint runs' records (in place); ``losses``: by run
+    key, for records whose step series were bounded."""
+    judge_checkpoint_resume(plan, records, losses)
 
 
 def run_result_events(rec: RunRecord) -> list[VerdictEvent | StallsEvent]:

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.events import LogEvent, RunEvent, RunOutcome, StageEvent, StageState, SuiteEndEvent
+from cvs_tui.core.events import RunEvent, RunOutcome, StageEvent, StageState, SuiteEndEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.report import REPORT_FILES
@@ -72,6 +72,7 @@ class Suite:
         self.state = RunState()
         self.results: Results = judging.new_results(plan)
         self.records: dict[str, RunRecord] = {}
+        self.losses: dict[str, dict[int, float]] = {}  # see RunExecution.losses
         self.launcher: Launcher = launcher_for(plan, self.opt)
         self.runs = RunExecution(
             plan=plan,
@@ -80,6 +81,7 @@ class Suite:
             run_dir=run_dir,
             emit=self.emit,
             records=self.records,
+            losses=self.losses,
         )
         stages = registered()
         self.steps: list[Stage] = [s for s in stages if not s.closing]
@@ -152,38 +154,45 @@ class Suite:
         logs = [RunFolder(self.run_dir).logs_dir / run.slug / f"node{n.rank}.log" for n in self.plan.nodes]
         if len(kept.nodes) != len(logs) or not all(p.is_file() for p in logs):
             return None
-        events: list[list[LogEvent]] = []
+        collectors = [judging.step_collector() for _ in logs]
         lines: list[int] = []
-        for path in logs:
-            parser = NodeLogParser(error_patterns=self.plan.error_patterns)
-            evs: list[LogEvent] = []
-            with path.open("rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    evs += parser.feed(chunk)
-            evs += parser.finish()
-            events.append(evs)
-            lines.append(parser.lines_seen)
-        return judging.judge_run(
-            run,
-            events,
-            exit_codes=[n.exit_code for n in kept.nodes],
-            outcome=RunOutcome(kept.outcome),
-            reason=kept.reason,
-            root_cause_node=kept.root_cause_node,
-            hosts=[n.host for n in self.plan.nodes],
-            node_logs=logs,
-            node_lines=lines,
-            started_at=kept.started_at or time.time(),
-            ended_at=kept.ended_at or time.time(),
-            # what only the live run could see (node health) is taken as recorded, and judged again
-            health={
-                m.name: m.value for m in kept.metrics if m.name.startswith("health.") and m.value is not None
-            }
-            or None,
-        )
+        try:
+            for path, steps in zip(logs, collectors, strict=True):
+                parser = NodeLogParser(error_patterns=self.plan.error_patterns)
+                with path.open("rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        steps.add(parser.feed(chunk))
+                steps.add(parser.finish())
+                lines.append(parser.lines_seen)
+            rec, losses = judging.judge_run(
+                run,
+                [c.table() for c in collectors],
+                exit_codes=[n.exit_code for n in kept.nodes],
+                outcome=RunOutcome(kept.outcome),
+                reason=kept.reason,
+                root_cause_node=kept.root_cause_node,
+                hosts=[n.host for n in self.plan.nodes],
+                node_logs=logs,
+                node_lines=lines,
+                started_at=kept.started_at or time.time(),
+                ended_at=kept.ended_at or time.time(),
+                # what only the live run could see (node health) is taken as recorded, and judged again
+                health={
+                    m.name: m.value
+                    for m in kept.metrics
+                    if m.name.startswith("health.") and m.value is not None
+                }
+                or None,
+            )
+        finally:
+            for c in collectors:
+                c.discard()
+        if losses is not None:
+            self.losses[run.key] = losses
+        return rec
 
     def judge_checkpoint(self) -> None:
-        judging.judge_checkpoint(self.plan, self.records)
+        judging.judge_checkpoint(self.plan, self.records, self.losses)
 
     async def stop_active(self) -> None:
         await self.runs.stop_active()

@@ -15,6 +15,7 @@ to stop it. The rules:
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -39,7 +40,8 @@ class NodeWatch:
     fatal_reason: str | None = None  # a fatal from outside the log (a kernel-log health finding)
     lost: str | None = None  # why its node became unreachable
     steps_seen: int = 0
-    step_seconds: list[float] = field(default_factory=list)
+    # the latest step times, all the hang rule reads (a long run must not keep every one)
+    step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=P95_WINDOW))
     state: NodeState = NodeState.STARTING
     stopping: bool = False  # cvs-tui is stopping it (a victim of another node, a hang, Ctrl-C)
 
@@ -121,7 +123,7 @@ def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tupl
         if w.steps_seen == 0:
             limit, what = opt.compile_allowance_s, "the first step (compile allowance)"
         else:
-            limit = max(opt.hang_min_s, opt.hang_factor * p95(w.step_seconds[-P95_WINDOW:]))
+            limit = max(opt.hang_min_s, opt.hang_factor * p95(w.step_seconds))
             what = f"the next step ({opt.hang_factor:g} x p95 step time, at least {opt.hang_min_s:g} s)"
         if now - w.last_progress > limit:
             return w.rank, f"node {w.rank}: no progress for {now - w.last_progress:.0f} s waiting for {what}"

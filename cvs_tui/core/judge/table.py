@@ -1,0 +1,473 @@
+"""A node's step records as columns: what ``analyze`` holds of a long log while it digests it.
+
+A parsed step line is a :class:`~cvs_tui.core.events.StepEvent` of about 400 bytes; the judge reads nine
+of its fields. :class:`StepCollector` takes the parser's events a chunk at a time and keeps those fields
+as columns (70 bytes a step record; in memory up to ``KEEP_IN_MEMORY`` records, then in files,
+``judge.spill``), the other events (checkpoints, evals, errors, ...) as they are with the number of step
+records before each, and the two step events the run's outcome and environment read whole.
+:class:`StepTable` is the result, read a chunk at a time (:class:`StreamLog`); :class:`StepColumns`
+turns the records a rule names back into StepEvents (the node record's bounded series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cvs_tui.core.events import LogEvent, StepEvent, StepKind
+from cvs_tui.core.judge import spill
+from cvs_tui.core.judge.clock import LineClock
+from cvs_tui.core.judge.spill import ColumnFiles, SpilledClock
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+TRAIN, RAMPUP, PROFILER = 0, 1, 2  # the ``kind`` codes
+KINDS = (StepKind.TRAIN, StepKind.RAMPUP, StepKind.PROFILER)
+# the same columns in files (judge.spill), by StepColumns field name; ``has_*``: the field was logged
+SPILL_COLUMNS = {
+    "step": "i8",
+    "line": "i8",
+    "loss": "f8",
+    "kind": "i1",
+    "seconds": "f8",
+    "has_seconds": "?",
+    "tflops": "f8",
+    "has_tflops": "?",
+    "tokens": "f8",
+    "has_tokens": "?",
+    "weights": "f8",
+    "has_weights": "?",
+    "timestamp": "f8",
+}
+# the optional fields' columns, in the scanner's order: NaN for None and a ``has_*`` mask (timestamp: NaN)
+_SPILL_OPTIONAL = ("seconds", "tflops", "tokens", "weights", "timestamp")
+
+
+@dataclass(slots=True)
+class StepColumns:
+    """Every step record of a node log, in log order (index = record). Optional fields: NaN where the
+    record has none, and ``has_*`` tells None from a logged NaN."""
+
+    step: npt.NDArray[np.int64]
+    line: npt.NDArray[np.int64]
+    loss: npt.NDArray[np.float64]
+    kind: npt.NDArray[np.int8]
+    seconds: npt.NDArray[np.float64]
+    has_seconds: npt.NDArray[np.bool_]
+    tflops: npt.NDArray[np.float64]
+    has_tflops: npt.NDArray[np.bool_]
+    tokens: npt.NDArray[np.float64]
+    has_tokens: npt.NDArray[np.bool_]
+    weights: npt.NDArray[np.float64]
+    has_weights: npt.NDArray[np.bool_]
+    timestamp: npt.NDArray[np.float64]  # NaN: None
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def event(self, i: int) -> StepEvent:
+        """Record ``i`` as a StepEvent with the fields the judge reads (not its extras or source)."""
+
+        def opt(col: npt.NDArray[np.float64], has: npt.NDArray[np.bool_]) -> float | None:
+            return float(col[i]) if has[i] else None
+
+        ts = float(self.timestamp[i])
+        return StepEvent(
+            step=int(self.step[i]),
+            loss=float(self.loss[i]),
+            line=int(self.line[i]),
+            kind=KINDS[int(self.kind[i])],
+            seconds=opt(self.seconds, self.has_seconds),
+            tflops_per_device=opt(self.tflops, self.has_tflops),
+            tokens_per_device=opt(self.tokens, self.has_tokens),
+            total_weights=opt(self.weights, self.has_weights),
+            timestamp=None if ts != ts else ts,
+        )
+
+
+def _slim(others: list[tuple[int, LogEvent]], kept: list[tuple[int, StepEvent]]) -> list[LogEvent]:
+    keyed: list[tuple[int, int, LogEvent]] = [(pos, 0, e) for pos, e in others]
+    keyed += [(i, 1, e) for i, e in dict(kept).items()]
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [e for _, _, e in keyed]
+
+
+@dataclass(slots=True)
+class StepTable:
+    """One node log's step records as columns (``files``: in memory up to a size, then in files, see
+    ``spill``), its other events with the number of step records before each, and the step events kept
+    whole. ``ascending`` when every step record's number is higher than the one before (every real log:
+    the judge reads a step by its first or last record without a :class:`StepIndex`)."""
+
+    files: ColumnFiles
+    others: list[tuple[int, LogEvent]]
+    kept: list[tuple[int, StepEvent]]
+    ascending: bool
+
+    def slim_events(self) -> list[LogEvent]:
+        return _slim(self.others, self.kept)
+
+
+def _event_index(others: list[int], j: int) -> int:
+    """The index in its batch of step record ``j`` of the batch, ``others`` the other events' indexes."""
+    i = j
+    for o in others:  # ascending: each other event at or before it moves it one on
+        if o > i:
+            break
+        i += 1
+    return i
+
+
+# step records a collector holds in memory before its columns move to files (about 70 bytes each)
+KEEP_IN_MEMORY = 1 << 14
+
+
+class StepCollector:
+    """Feed it a node log's events in order (``add``), then take the step table (``table``). The fields are
+    read off the step events by the byte scanner (``step_columns`` of the C module or of its twin
+    ``_pyscan``); ``native`` as for ``NodeLogParser``. The columns are held in memory up to ``keep``
+    records (default KEEP_IN_MEMORY), then in files in ``spill`` (None: a new temporary folder, removed
+    by :meth:`discard`).
+    ``refine``: full-precision train losses by step (MaxText's metrics file): a train record's finite loss
+    takes it where the two agree to the log's 3 decimals (:func:`refined_losses`), batch by batch."""
+
+    def __init__(
+        self,
+        native: bool | None = None,
+        spill: Path | None = None,
+        keep: int | None = None,
+        refine: Mapping[int, float] | None = None,
+    ) -> None:
+        import tempfile
+        import uuid
+
+        from cvs_tui.core.parse import accel
+
+        self._scan = accel.select(native).step_columns
+        self._own = spill is None
+        folder = spill or Path(tempfile.gettempdir()) / f"cvs-tui-steps-{uuid.uuid4().hex}"
+        self._files = ColumnFiles(folder, SPILL_COLUMNS, keep=KEEP_IN_MEMORY if keep is None else keep)
+        self._ascending = True
+        self._last = 0
+        self._n = 0
+        self.others: list[tuple[int, LogEvent]] = []
+        self._sourced: tuple[int, StepEvent] | None = None
+        self._top: tuple[int, StepEvent] | None = None
+        self._refine = None
+        if refine:
+            import numpy as np
+
+            keys = np.fromiter(refine, np.int64, len(refine))
+            order = np.argsort(keys)
+            self._refine = (keys[order], np.fromiter(refine.values(), np.float64, len(refine))[order])
+
+    def _step(self, batch: list[LogEvent], others: list[int], j: int) -> tuple[int, StepEvent]:
+        e = batch[_event_index(others, j)]
+        assert isinstance(e, StepEvent)
+        return self._n + j, e
+
+    def add(self, events: Sequence[LogEvent]) -> None:
+        import numpy as np
+
+        batch = events if isinstance(events, list) else list(events)
+        cols, others, sourced = self._scan(batch, KINDS)
+        # k other events come before event i: i - k step records
+        self.others.extend((self._n + i - k, batch[i]) for k, i in enumerate(others))
+        m = len(cols[0]) // 8
+        if not m:
+            return
+        nums = np.frombuffer(cols[0], dtype=np.int64)
+        if self._ascending:
+            rises = (self._n == 0 or int(nums[0]) > self._last) and bool((np.diff(nums) > 0).all())
+            self._ascending = rises
+            self._last = int(nums[-1])
+        put = self._files.append
+        if self._refine is not None:
+            loss = refined_losses(
+                nums, np.frombuffer(cols[3], np.int8), np.frombuffer(cols[2]), *self._refine
+            )
+            cols = (cols[0], cols[1], loss.tobytes(), *cols[3:])
+        for k, name in enumerate(("step", "line", "loss", "kind")):
+            put(name, cols[k])
+        for k, name in enumerate(_SPILL_OPTIONAL):
+            put(name, cols[4 + 2 * k])
+            if name != "timestamp":
+                put("has_" + name, cols[5 + 2 * k])
+        if self._sourced is None and sourced >= 0:
+            self._sourced = self._step(batch, others, sourced)
+        top = int(np.argmax(nums))  # the first of the highest
+        if self._top is None or int(nums[top]) > self._top[1].step:
+            self._top = self._step(batch, others, top)
+        self._n += m
+
+    def _kept(self) -> list[tuple[int, StepEvent]]:
+        kept = [k for k in (self._sourced, self._top) if k is not None]
+        kept.sort(key=lambda k: k[0])
+        if self._refine is not None:
+            kept = [(i, self._refined(e)) for i, e in kept]
+        return kept
+
+    def _refined(self, e: StepEvent) -> StepEvent:
+        import dataclasses
+
+        import numpy as np
+
+        assert self._refine is not None
+        one = refined_losses(
+            np.array([e.step], np.int64),
+            np.array([KINDS.index(e.kind)], np.int8),
+            np.array([e.loss], np.float64),
+            *self._refine,
+        )
+        x = float(one[0])
+        return e if x == e.loss or (x != x and e.loss != e.loss) else dataclasses.replace(e, loss=x)
+
+    @property
+    def files(self) -> ColumnFiles:
+        """The step columns."""
+        return self._files
+
+    def table(self) -> StepTable:
+        """What was collected so far."""
+        return StepTable(self._files, self.others, self._kept(), self._ascending)
+
+    def discard(self) -> None:
+        """Close the columns; remove their folder when the collector made it."""
+        import shutil
+
+        self._files.close()
+        if self._own and self._files.folder is not None:
+            shutil.rmtree(self._files.folder, ignore_errors=True)
+
+
+# a 3-decimal log loss and the full-precision value agree within half a unit of the last digit
+PRINTED_HALF_UNIT = 5e-4 + 1e-9
+
+
+def refined_losses(
+    step: npt.NDArray[np.int64],
+    kind: npt.NDArray[np.int8],
+    loss: npt.NDArray[np.float64],
+    keys: npt.NDArray[np.int64],
+    vals: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """The records' losses, a train record's finite loss replaced by the full-precision one of its step
+    (``keys`` ascending, ``vals`` theirs) where the two agree within PRINTED_HALF_UNIT; a step whose
+    values disagree keeps the logged loss (the files are not of the same run). NaN/Inf stay as logged."""
+    import numpy as np
+
+    if not len(keys) or not len(step):
+        return loss
+    at = np.minimum(np.searchsorted(keys, step), len(keys) - 1)
+    exact = vals[at]
+    with np.errstate(invalid="ignore"):
+        swap = (
+            (kind == TRAIN)
+            & np.isfinite(loss)
+            & (keys[at] == step)
+            & (np.abs(exact - loss) <= PRINTED_HALF_UNIT)
+        )
+    return np.where(swap, exact, loss)
+
+
+# ---- reading a table: a chunk at a time, a step by its first or its last record
+Clock = LineClock | SpilledClock | Mapping[int, float] | None
+
+
+Arrays = dict[str, "npt.NDArray[Any]"]
+
+
+def clock_times(
+    clock: Clock, lines: npt.NDArray[np.int64], ts: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """The clock time of each record's line, else its own timestamp (NaN: none), for records in log order
+    (their lines ascending)."""
+    import numpy as np
+
+    if clock is None:
+        return ts
+    if isinstance(clock, LineClock | SpilledClock):
+        return clock.lookup(lines, ts)
+    get = clock.get
+    return np.fromiter(
+        (get(n, t) for n, t in zip(lines.tolist(), ts.tolist(), strict=True)), np.float64, len(ts)
+    )
+
+
+def chunk_sum(lists: Iterator[list[float]]) -> float:
+    """``sum`` of the values of every list in turn: the float ``sum`` of them in one list gives."""
+    total: float = sum(chain.from_iterable(lists))
+    return total
+
+
+def each_chunk(files: ColumnFiles, *names: str) -> Iterator[Arrays]:
+    for _, c in files.chunks(names, size=spill.CHUNK):
+        yield c
+
+
+class StepIndex:
+    """Where a table's step numbers repeat or go back: for each step number ``lo + k`` the record of its
+    last train record and of its last record (-1: none), so the rules read a step by its first record
+    (the window, the stalls) or its last (the figures, the losses) as they do in a rising log. Held in
+    memory: 16 bytes per step number of the log's range, plus a one-byte seen-map per pass."""
+
+    def __init__(self, log: StreamLog) -> None:
+        import numpy as np
+
+        lo, hi = None, None
+        for _, c in log.chunks("step"):
+            if len(c["step"]):
+                a, b = int(c["step"].min()), int(c["step"].max())
+                lo, hi = a if lo is None else min(lo, a), b if hi is None else max(hi, b)
+        self.lo = lo or 0
+        n = 0 if hi is None else hi - self.lo + 1
+        self.last_train = np.full(n, -1, np.int64)
+        self.last_any = np.full(n, -1, np.int64)
+        for g, c in log.chunks("step", "kind"):
+            at = c["step"] - self.lo
+            idx = np.arange(g, g + len(at), dtype=np.int64)
+            np.maximum.at(self.last_any, at, idx)
+            tr = c["kind"] == TRAIN
+            np.maximum.at(self.last_train, at[tr], idx[tr])
+
+    def seen(self) -> npt.NDArray[np.uint8]:
+        import numpy as np
+
+        return np.zeros(len(self.last_any), np.uint8)
+
+    def firsts(
+        self, seen: npt.NDArray[np.uint8], step: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """``mask`` less the records whose step number an earlier record of ``mask`` had (``seen``: the
+        step numbers met so far in this pass, updated)."""
+        import numpy as np
+
+        cand = np.flatnonzero(mask)
+        at = step[cand] - self.lo
+        _, first = np.unique(at, return_index=True)
+        keep = cand[first[seen[at[first]] == 0]]
+        seen[step[keep] - self.lo] = 1
+        out = np.zeros(len(mask), np.bool_)
+        out[keep] = True
+        return out
+
+
+class StreamLog:
+    """One node log's step table and its clock, read a chunk of ``spill.CHUNK`` at a time."""
+
+    def __init__(self, s: StepTable, clock: Clock) -> None:
+        self.s, self.files, self.clock = s, s.files, clock
+        self.n = len(s.files)
+        self.index = None if s.ascending else StepIndex(self)
+
+    def firsts(
+        self, seen: npt.NDArray[np.uint8] | None, step: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """The first record of each step number among ``mask`` (every record of a rising log is)."""
+        if self.index is None or seen is None:
+            return mask
+        return self.index.firsts(seen, step, mask)
+
+    def seen(self) -> npt.NDArray[np.uint8] | None:
+        return None if self.index is None else self.index.seen()
+
+    def take_any(self, name: str, idx: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """The values of column ``name`` at the records ``idx``, in any order."""
+        import numpy as np
+
+        order = np.argsort(idx, kind="stable")
+        out = np.empty(len(idx), self.files.dtypes[name])
+        out[order] = self.files.take(name, idx[order])
+        return out
+
+    def by_step(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+        """Every step number ascending with the loss of its last record, a chunk at a time."""
+        import numpy as np
+
+        if self.index is None:
+            for _, c in self.chunks("step", "loss"):
+                yield c["step"], c["loss"]
+            return
+        ix = self.index
+        for a in range(0, len(ix.last_any), spill.CHUNK):
+            rec = ix.last_any[a : a + spill.CHUNK]
+            have = np.flatnonzero(rec >= 0)
+            if len(have):
+                yield have + a + ix.lo, self.take_any("loss", rec[have])
+
+    def by_step_count(self) -> int:
+        return self.n if self.index is None else int((self.index.last_any >= 0).sum())
+
+    def chunks(self, *names: str) -> Iterator[tuple[int, Arrays]]:
+        return self.files.chunks(names, size=spill.CHUNK)
+
+    def events(self, idx: list[int]) -> list[StepEvent]:
+        """The records ``idx`` (ascending) as StepColumns.event makes them."""
+        import numpy as np
+
+        at = np.asarray(idx, dtype=np.int64)
+        cols = StepColumns(**{k: self.files.take(k, at) for k in SPILL_COLUMNS})
+        return [cols.event(i) for i in range(len(idx))]
+
+    def scratch(self, name: str, dtypes: Mapping[str, str]) -> ColumnFiles:
+        """New column files next to the log's own (emptied first), for values a rule reads many times."""
+        if self.files.folder is None:
+            return ColumnFiles(None, dtypes)
+        folder = self.files.folder.with_name(f"{self.files.folder.name}.{name}")
+        if folder.exists():
+            for f in folder.iterdir():
+                f.unlink()
+        return ColumnFiles(folder, dtypes)
+
+    def step_at(self, i: int) -> int:
+        return int(self.files.read("step", i, i + 1)[0])
+
+
+FIGURE_COLUMNS = (
+    "seconds",
+    "has_seconds",
+    "tokens",
+    "has_tokens",
+    "tflops",
+    "has_tflops",
+    "weights",
+    "has_weights",
+)
+
+
+def last_train_records(log: StreamLog, c: Arrays, r: npt.NDArray[np.bool_]) -> Arrays:
+    """The figures of the last train record of each window record's step (the record itself in a rising
+    log): what the node's window figures read."""
+    if log.index is None:
+        return {k: c[k][r] for k in FIGURE_COLUMNS}
+    rec = log.index.last_train[c["step"][r] - log.index.lo]
+    return {k: log.take_any(k, rec) for k in FIGURE_COLUMNS}
+
+
+__all__ = [
+    "FIGURE_COLUMNS",
+    "KEEP_IN_MEMORY",
+    "KINDS",
+    "PRINTED_HALF_UNIT",
+    "PROFILER",
+    "RAMPUP",
+    "SPILL_COLUMNS",
+    "TRAIN",
+    "Arrays",
+    "Clock",
+    "StepCollector",
+    "StepColumns",
+    "StepIndex",
+    "StepTable",
+    "StreamLog",
+    "chunk_sum",
+    "clock_times",
+    "each_chunk",
+    "last_train_records",
+    "refined_losses",
+]
