@@ -73,7 +73,9 @@ def test_busy_cpu_hiccups_are_not_stalls() -> None:
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**32 - 1),
-    n=st.integers(6, 2000),
+    # at least 10 judged steps after the 3 warm-up ones: with 3 judged steps (one of them the stall) at
+    # 25 % jitter the median and MAD cannot tell a 5x step from noise (seed 268435457, n=6 found that)
+    n=st.integers(13, 2000),
     median=st.floats(0.05, 30.0),
     cv=st.floats(0.0, 0.30),
     factor=st.floats(5.0, 200.0),
