@@ -213,3 +213,22 @@ def test_a_config_pattern_that_matches_empty_text_does_not_break_parsing() -> No
     )
     evs = parse_log_bytes(text.encode(), {"anything": r"z*"})
     assert [type(e).__name__ for e in evs] == ["ErrorHit", "StepEvent", "ErrorHit"]
+
+
+def test_a_hit_carries_the_status_code_its_record_spells_out_on_a_later_line() -> None:
+    # the coordination service's message (gpu-recipes #2): the cause follows a blank line
+    text = (
+        f"{E}coordination_service.cc:612] Stopping coordination service as cluster registration failed.\n"
+        "\n"
+        "Original error: DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n"
+        f"{H}train.py:1] next record: UNAVAILABLE: not part of the hit above\n"
+    )
+    (hit,) = hits(text)
+    assert hit.line == 1
+    assert hit.text.endswith(
+        "Original error: DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0."
+    )
+    assert "UNAVAILABLE" not in hit.text
+    # a line that names its own status keeps just its text
+    (own,) = hits(f"{E}x.cc:1] Polled an error from coordination service: UNAVAILABLE: gone\nDATA_LOSS: y\n")
+    assert "DATA_LOSS" not in own.text

@@ -34,6 +34,13 @@ NONFINITE_LOSS = "non-finite loss"
 NONFINITE_THROUGHPUT = "non-finite throughput"
 FATAL_LEVEL = "fatal log line"
 _LINE_BREAKS = re.compile(rb"[\r\n]+")
+# an XLA/absl status code: where a wrapped error spells out its cause, often on a continuation line
+# ("... cluster registration failed. ...\n\nOriginal error: DEADLINE_EXCEEDED: Barrier timed out")
+_STATUS = re.compile(
+    rb"\b(?:CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|PERMISSION_DENIED"
+    rb"|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|UNIMPLEMENTED|INTERNAL|UNAVAILABLE"
+    rb"|DATA_LOSS|UNAUTHENTICATED): "
+)
 
 
 class NodeLogParser:
@@ -339,9 +346,24 @@ def judge_record(
             text = tb_text[:ERROR_TEXT_CAP]
         else:
             # one line, whitespace runs collapsed: the same for a log and its CRLF copy
-            text = " ".join(rec[a:b].decode("utf-8", "replace").split())[:ERROR_TEXT_CAP]
+            text = " ".join(rec[a:b].decode("utf-8", "replace").split())
+            if (status := _status_line(rec, segs, j)) is not None:
+                text = f"{text} {status}"
+            text = text[:ERROR_TEXT_CAP]
         out.append(ErrorHit(name, sev, text, line0 + orig.count(b"\n", 0, a), origin))
     return out
+
+
+def _status_line(rec: bytes, segs: list[tuple[int, int]], j: int) -> str | None:
+    """The first later line of the record that names a status code, when the hit's line ``j`` names
+    none: the wrapped error's cause, which the hit's text then carries too."""
+    a, b = segs[j]
+    if _STATUS.search(rec, a, b) is not None:
+        return None
+    for a, b in segs[j + 1 :]:
+        if _STATUS.search(rec, a, b) is not None:
+            return " ".join(rec[a:b].decode("utf-8", "replace").split())
+    return None
 
 
 def _judge_line(rec: bytes, line: int, matched: list[Signature], own: list[str]) -> list[ErrorHit]:
