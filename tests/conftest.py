@@ -1,4 +1,5 @@
-"""Fixtures shared by the Textual tests: waiting for the event source to drain, and a still cursor."""
+"""Shared fixtures: a private history database for every test; for the Textual tests, waiting for the
+event source to drain, and a still cursor."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ async def _settle(pilot: Pilot[object]) -> None:
     assert app.source_done
     app.refresh_now()
     await pilot.pause()
+
+
+@pytest.fixture(autouse=True)
+def _private_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own history database: runs and analyses in tests never reach the user's."""
+    monkeypatch.setenv("CVS_TUI_HISTORY_DB", str(tmp_path_factory.mktemp("history") / "history.db"))
 
 
 @pytest.fixture
