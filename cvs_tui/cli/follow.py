@@ -119,6 +119,7 @@ async def _main(
                 on_quit=on_quit,
                 info={"run folder": str(folder.path), "following": ", ".join(session.names)},
                 run_dir=folder.path,
+                history=not args.no_history,
             )
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)

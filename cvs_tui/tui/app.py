@@ -136,8 +136,10 @@ class CvsApp(App[QuitChoice]):
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
         refresh_seconds: float = REFRESH_SECONDS,
+        history: bool = True,
     ) -> None:
         super().__init__()
+        self.history = history  # show each finished run against its history (`--no-history`: not)
         self.feed: EventFeed = as_feed(source)
         self.run_title = title
         self.info: dict[str, str] = dict(info or {})
@@ -307,6 +309,7 @@ async def run_tui(
     on_quit: QuitCallback | None = None,
     info: Mapping[str, str] | None = None,
     run_dir: Path | None = None,
+    history: bool = True,
 ) -> QuitChoice:
     """Show ``source`` until the user leaves. Returns "done", "stop" or "detach".
 
@@ -316,7 +319,13 @@ async def run_tui(
     """
     header = {**RunFolder(run_dir).plan_info(), **(info or {})} if run_dir is not None else dict(info or {})
     app = CvsApp(
-        source, title=title, info=header, ascii_only=ascii, live=on_quit is not None, run_dir=run_dir
+        source,
+        title=title,
+        info=header,
+        ascii_only=ascii,
+        live=on_quit is not None,
+        run_dir=run_dir,
+        history=history,
     )
     choice = await app.run_async(mouse=mouse)
     if app.return_code not in (0, None) and choice is None:

@@ -231,5 +231,6 @@ def _show(
             title=f"cvs-tui analyze  {Path(loaded.path).name}",
             mouse=not args.no_mouse,
             ascii=args.ascii,
+            history=not args.no_history,
         )
     )

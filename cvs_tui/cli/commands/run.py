@@ -185,6 +185,7 @@ async def _main(
                 on_quit=on_quit,
                 info={"run folder": str(run_dir)},
                 run_dir=run_dir,
+                history=not args.no_history,
             )
             if choice == "detach":
                 print(

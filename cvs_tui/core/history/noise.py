@@ -27,7 +27,7 @@ NOT_ENOUGH = "NOT ENOUGH HISTORY"
 
 MIN_HISTORY = 5  # earlier runs of the group before any verdict: the spread needs them
 MIN_LEVEL_RUNS = 3  # runs on each side of a change point: a new level is confirmed by three runs
-CHANGE_Z = 4.0  # how far apart two levels' medians must be, in standard errors, to be a change point
+CHANGE_Z = 4.0  # how far apart two levels' means must be, in standard errors, to be a change point
 ALERT_Z = 3.0  # the candidate (or it and the run before) this many standard errors worse: an alert
 POOLED_MIN_Z = 1.0  # the pooled test only counts when the candidate itself is this far on the same side
 SMALL_SAMPLE = 8.0  # the alert line is ALERT_Z x (1 + SMALL_SAMPLE / n^1.5) for a spread from n runs:
@@ -76,10 +76,18 @@ def _median(xs: np.ndarray) -> float:
     return float(np.median(xs))
 
 
-def _split_score(xs: np.ndarray, k: int, sigma: float) -> float:
-    left, right = xs[:k], xs[k:]
-    se = sigma * math.sqrt(MEDIAN_VAR * (1 / len(left) + 1 / len(right)))
-    return abs(_median(left) - _median(right)) / se if se > 0 else 0.0
+def _split_scores(seg: np.ndarray, sigma: float) -> np.ndarray:
+    """For each split k (MIN_LEVEL_RUNS <= k <= len - MIN_LEVEL_RUNS): the difference of the two sides'
+    means in standard errors, over values clipped to the median ± 3 spreads (one wild run neither makes
+    nor hides a level). Means place a split better than medians do; the clip keeps them robust."""
+    med = _median(seg)
+    x = np.clip(seg, med - 3 * sigma, med + 3 * sigma)
+    n = len(x)
+    k = np.arange(MIN_LEVEL_RUNS, n - MIN_LEVEL_RUNS + 1)
+    csum = np.cumsum(x)
+    left = csum[k - 1] / k
+    right = (csum[-1] - csum[k - 1]) / (n - k)
+    return np.abs(left - right) / (sigma * np.sqrt(1 / k + 1 / (n - k)))
 
 
 def _diff_sigma(xs: np.ndarray) -> float:
@@ -95,23 +103,22 @@ def _floor(sigma: float, level: float) -> float:
 
 def change_points(xs: Sequence[float]) -> list[int]:
     """Indexes where a new level starts, oldest first: the best split of the latest level while its two
-    sides' medians differ by CHANGE_Z standard errors (raised for a short series as the alert line is),
-    each side at least MIN_LEVEL_RUNS runs. Only the
-    latest level is split further: older levels no longer form any baseline."""
+    sides' (clipped) means differ by CHANGE_Z standard errors (raised for a short series, as the alert
+    line is), each side at least MIN_LEVEL_RUNS runs. Only the latest level is split further: older
+    levels no longer form any baseline."""
     arr = np.asarray(xs, dtype=float)
     if len(arr) < 2 * MIN_LEVEL_RUNS:
         return []
     sigma = _floor(_diff_sigma(arr), _median(arr))
     found: list[int] = []
     start = 0
-    while len(arr) - start >= 2 * MIN_LEVEL_RUNS:
+    while len(arr) - start >= 2 * MIN_LEVEL_RUNS and sigma > 0:
         seg = arr[start:]
-        ks = range(MIN_LEVEL_RUNS, len(seg) - MIN_LEVEL_RUNS + 1)
-        scores = [_split_score(seg, k, sigma) for k in ks]
+        scores = _split_scores(seg, sigma)
         best = int(np.argmax(scores))
         if scores[best] < CHANGE_Z * (1 + SMALL_SAMPLE / len(seg) ** 1.5):
             break
-        start += ks[best]
+        start += MIN_LEVEL_RUNS + best
         found.append(start)
     return found
 

@@ -54,7 +54,11 @@ def run_time(results: Results, run: RunRecord) -> float:
 
 
 def _host_rows(results: Results, run: RunRecord) -> list[tuple[str, int, int, int, int, int, int]]:
-    """(host, rank, root cause, straggler, fatal, warning, unexplained stalls) per node with a host name."""
+    """(host, rank, root cause, straggler, fatal, warning, unexplained stalls) per node with a host name.
+    Only a live run's nodes are hosts: `analyze` names a node by its log file (node0.log in every
+    folder), which would merge different machines into one."""
+    if results.source != "live":
+        return []
     rows = []
     for n in run.nodes:
         host = n.host or (results.hosts[n.rank] if 0 <= n.rank < len(results.hosts) else "")
