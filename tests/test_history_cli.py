@@ -256,3 +256,17 @@ def test_tui_line_shows_baseline_band_and_verdict(analyzed: dict[str, Path], tmp
     text = history_line(trend.runs[KEY]).plain
     assert text.startswith("history (10 earlier runs): throughput ")
     assert " vs " in text and "[" in text and "REGRESSED" in text and "step time p50" in text
+
+
+def test_a_run_that_did_not_record_some_facts_joins_the_group_it_agrees_with(
+    analyzed: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["history", "add", str(analyzed["same_a1"])]) == 0
+    capsys.readouterr()
+    lines = (FIX / "same_a1.log").read_text().splitlines(keepends=True)
+    log = tmp_path / "node0.log"
+    log.write_text("".join(ln for ln in lines if "Jax Version" not in ln and "Jaxlib Version" not in ln))
+    config = write_config(tmp_path, steps=50, runs=[KEY])
+    assert main(["analyze", str(config), "--logs", str(log), "--out", str(tmp_path / "out"), "--no-ui"]) == 0
+    out = capsys.readouterr().out
+    assert "-> group 1" in out and "new group" not in out

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.compare.inputs import RunInput
-from cvs_tui.core.history.grouping import canonical, group_key, series_of, stack_change, stack_of
+from cvs_tui.core.history.grouping import canonical, series_of, stack_change, stack_of
 from cvs_tui.core.history.metrics import HistoryMetric, checked_metrics, values_of
 from cvs_tui.core.history.noise import NOT_ENOUGH, REGRESSED, Judgement, judge
-from cvs_tui.core.history.register import run_time
+from cvs_tui.core.history.register import matching_group, run_time
 from cvs_tui.core.history.store import Group, HistoryStore, StoredRun
 from cvs_tui.core.results import RunRecord
 
@@ -108,7 +108,7 @@ def check_run(
     runs: list[StoredRun] = []
     note = "no earlier run of this config, run, GPU and node count"
     if store is not None:
-        group = store.group_by_key(group_key(series, stack))
+        group = matching_group(store, inp, run)
         if group is not None:
             runs = _history(store, group, run_dir, run_time(inp.results, run), last)
             note = f"group {group.id} began when the stack changed: {group.change}" if group.change else ""

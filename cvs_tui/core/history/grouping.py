@@ -45,6 +45,12 @@ def stack_of(inp: RunInput, run: RunRecord) -> dict[str, Any]:
     return out
 
 
+def fits(stack: dict[str, Any], group_stack: dict[str, Any]) -> bool:
+    """A run whose log did not record some facts (a run that died before MaxText printed them) belongs
+    with a group that agrees on every fact it did record; it never opens a group of its own for that."""
+    return all(v is None or group_stack.get(k) == v for k, v in stack.items())
+
+
 def canonical(d: dict[str, Any]) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -77,4 +83,4 @@ def _show(v: Any) -> str:
     return str(v)
 
 
-__all__ = ["canonical", "group_key", "label_of", "series_of", "stack_change", "stack_of"]
+__all__ = ["canonical", "fits", "group_key", "label_of", "series_of", "stack_change", "stack_of"]

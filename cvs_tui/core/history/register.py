@@ -12,6 +12,7 @@ from cvs_tui.core.compare.inputs import RunInput, load_input
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.history.grouping import (
     canonical,
+    fits,
     group_key,
     label_of,
     series_of,
@@ -79,12 +80,24 @@ def _host_rows(results: Results, run: RunRecord) -> list[tuple[str, int, int, in
     return rows
 
 
-def _group_for(store: HistoryStore, inp: RunInput, run: RunRecord) -> tuple[Group, bool]:
+def matching_group(store: HistoryStore, inp: RunInput, run: RunRecord) -> Group | None:
+    """The run's group: the one with its exact stack, else the latest of its series that agrees on every
+    fact the run recorded (see ``grouping.fits``)."""
     series, stack = series_of(inp, run), stack_of(inp, run)
-    key = group_key(series, stack)
-    found = store.group_by_key(key)
+    found = store.group_by_key(group_key(series, stack))
+    if found is not None:
+        return found
+    if any(v is None for v in stack.values()):
+        return next((g for g in store.groups_of_series(canonical(series)) if fits(stack, g.stack)), None)
+    return None
+
+
+def _group_for(store: HistoryStore, inp: RunInput, run: RunRecord) -> tuple[Group, bool]:
+    found = matching_group(store, inp, run)
     if found is not None:
         return found, False
+    series, stack = series_of(inp, run), stack_of(inp, run)
+    key = group_key(series, stack)
     before = store.latest_group_of_series(canonical(series))
     change = stack_change(before.stack, stack) if before is not None else ""
     cur = store.conn.execute(
@@ -158,4 +171,12 @@ def describe(reg: Registered) -> str:
     return head + (" (updated)" if reg.updated else "")
 
 
-__all__ = ["Registered", "describe", "load_run_input", "register", "resolve_run_dir", "run_time"]
+__all__ = [
+    "Registered",
+    "describe",
+    "load_run_input",
+    "matching_group",
+    "register",
+    "resolve_run_dir",
+    "run_time",
+]

@@ -199,13 +199,19 @@ class HistoryStore:
     def group_by_key(self, key: str) -> Group | None:
         return next((g for g in self.groups() if g.key == key), None)
 
-    def latest_group_of_series(self, series: str) -> Group | None:
-        r = self.conn.execute(
+    def groups_of_series(self, series: str) -> list[Group]:
+        """The series' groups, the one with the latest run first."""
+        rows = self.conn.execute(
             "SELECT g.id FROM groups g LEFT JOIN runs r ON r.group_id = g.id WHERE g.series = ? "
-            "GROUP BY g.id ORDER BY max(coalesce(r.at, g.created_at)) DESC LIMIT 1",
+            "GROUP BY g.id ORDER BY max(coalesce(r.at, g.created_at)) DESC, g.id DESC",
             (series,),
-        ).fetchone()
-        return self.group(r[0]) if r else None
+        ).fetchall()
+        groups = {g.id: g for g in self.groups()}
+        return [groups[r[0]] for r in rows]
+
+    def latest_group_of_series(self, series: str) -> Group | None:
+        found = self.groups_of_series(series)
+        return found[0] if found else None
 
     def _run(self, r: tuple[Any, ...]) -> StoredRun:
         return StoredRun(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), json.loads(r[8]))
