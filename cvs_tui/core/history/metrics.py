@@ -23,14 +23,23 @@ CHECKED: tuple[HistoryMetric, ...] = (
     HistoryMetric("training.tokens_per_sec_per_gpu", "throughput", "tok/s/GPU", "higher"),
     HistoryMetric("training.step_time_p50_ms", "step time p50", "ms", "lower"),
     HistoryMetric("training.step_time_p95_ms", "step time p95", "ms", "lower"),
-    HistoryMetric("training.tflops_per_sec_per_gpu", "TFLOP/s per GPU", "TFLOP/s/GPU", "higher"),
-    HistoryMetric("training.mfu_pct", "MFU", "%", "higher"),
     HistoryMetric("training.goodput_pct", "goodput", "%", "higher", min_change=1.0),
     HistoryMetric("training.stall_seconds", "stall time", "s", "lower", min_change=5.0),
     HistoryMetric("training.final_loss", "final loss", "", "lower"),
     HistoryMetric("training.scaling_efficiency_pct", "scaling efficiency", "%", "higher", min_change=1.0),
 )
 BY_NAME = {m.name: m for m in CHECKED}
+# Figures that are throughput times a constant of the run (TFLOPs per token, a peak): judged once, as
+# throughput; each extra test of the same number would only add its own false alerts.
+SAME_AS_THROUGHPUT = frozenset(
+    {
+        "training.tflops_per_sec_per_gpu",
+        "training.mfu_pct",
+        "training.tokens_per_sec_total",
+        "training.step_time_seconds",
+        "training.step_time_mean_ms",
+    }
+)
 
 
 def values_of(run: RunRecord) -> dict[str, float]:
@@ -43,10 +52,11 @@ def values_of(run: RunRecord) -> dict[str, float]:
 
 
 def checked_metrics(run: RunRecord) -> list[HistoryMetric]:
-    """The headline metrics, then each other gated metric whose threshold says which way is better."""
+    """The headline metrics, then each other gated metric whose threshold says which way is better
+    (except those that are throughput in other units)."""
     out = list(CHECKED)
     for v in run.verdicts:
-        if not v.gated or v.metric in BY_NAME or v.unit == "bool":
+        if not v.gated or v.metric in BY_NAME or v.metric in SAME_AS_THROUGHPUT or v.unit == "bool":
             continue  # a yes/no gate has no level to drift from
         expected = v.expected.strip()
         better: Better | None = (
@@ -57,4 +67,4 @@ def checked_metrics(run: RunRecord) -> list[HistoryMetric]:
     return out
 
 
-__all__ = ["BY_NAME", "CHECKED", "HistoryMetric", "checked_metrics", "values_of"]
+__all__ = ["BY_NAME", "CHECKED", "SAME_AS_THROUGHPUT", "HistoryMetric", "checked_metrics", "values_of"]

@@ -3,8 +3,8 @@
 A series is one metric of one group's runs in time order. Its *current level* starts after the last
 change point (binary segmentation on clipped segment means, each side at least ``MIN_LEVEL_RUNS`` runs),
 so a new level, once confirmed, is the baseline and old runs stop counting. The baseline is the median of
-the current level's latest runs; the spread is that of every run around its own level's median (a MAD,
-then an RMS of residuals clipped at 3 MADs; pooled over levels, so a step does not inflate it). A
+the current level's latest runs; the spread is that of every run around its own level's median (an RMS
+without the largest tenth of the residuals; pooled over levels, so a step does not inflate it). A
 candidate is judged twice: alone, and pooled with the run before it (a step shows in two runs long before
 one run is extreme); either z past the alert line, with the change past compare's practical threshold,
 is a verdict.
@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -37,6 +38,7 @@ SMALL_SAMPLE = 4.0  # the alert line is ALERT_Z x (1 + SMALL_SAMPLE / n^1.5) for
 # a spread from few runs is itself uncertain: 5 runs 3.7, 10 runs 3.1, 30 runs 2.8 (tuned with CHANGE_Z and
 # ALERT_Z by benchmarks/history_baselines.py: at most one false alert per 100 stable runs at 2-3 % noise)
 MAD_SCALE = 1.4826  # MAD -> standard deviation for normal noise
+TRIM = 0.1  # the share of largest residuals the spread leaves out: one wild run in ten changes nothing
 MEDIAN_VAR = math.pi / 2  # variance of a sample median over that of a mean, for normal noise
 REL_NOISE_FLOOR = 0.002  # a spread never below 0.2 % of the level (identical replays have MAD 0)
 DEFAULT_PRACTICAL_PCT = DEFAULT_THRESHOLD_PCT  # compare's practical threshold: smaller changes are NO CHANGE
@@ -127,20 +129,28 @@ def change_points(xs: Sequence[float]) -> list[int]:
     return found
 
 
+def _trimmed_rms(resid: np.ndarray, dof: int) -> float:
+    """RMS of the residuals without the largest TRIM share (at least one from 10 runs on), rescaled
+    to a normal standard deviation. Unlike a MAD it does not collapse when many runs log the same
+    rounded value, and it is about 85 % efficient where a MAD is 37 %."""
+    a = np.sort(np.abs(resid))
+    k = int(TRIM * len(a))
+    kept = a[: len(a) - k]
+    if k == 0:
+        return float(np.sqrt(np.sum(kept**2) / dof))
+    q = len(kept) / len(a)
+    c = NormalDist().inv_cdf((1 + q) / 2)
+    share = 1 - 2 * c * NormalDist().pdf(c) / q  # E[X^2 | |X| < c] for a standard normal X
+    return float(np.sqrt(np.mean(kept**2) / share * len(a) / dof))
+
+
 def pooled_spread(xs: Sequence[float], starts: Sequence[int]) -> float:
-    """The spread of one run around its own level's median, over every level: 1.4826 x MAD first, then
-    the root mean square of the residuals clipped at 3 such spreads. The MAD alone ignores a wild run but
-    wastes most of the data (37 % efficient); the clipped RMS keeps that robustness at about 90 %, so
-    a short history yields a usable band."""
+    """The spread of one run around its own level's median, pooled over every level (a trimmed RMS)."""
     arr = np.asarray(xs, dtype=float)
     bounds = [0, *starts, len(arr)]
     resid = np.concatenate([arr[a:b] - _median(arr[a:b]) for a, b in itertools.pairwise(bounds)])
-    mad = MAD_SCALE * _median(np.abs(resid))
-    if mad == 0:
-        return 0.0
-    clipped = np.clip(resid, -3 * mad, 3 * mad)
     dof = max(len(resid) - len(bounds) + 1, 1)  # one median fitted per level
-    return float(np.sqrt(np.sum(clipped**2) / dof))
+    return _trimmed_rms(resid, dof)
 
 
 def baseline(history: Sequence[float], *, last: int = 20) -> Baseline | None:
