@@ -56,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Judge a run against the runs of its group that came before it. The baseline is the "
         "median of the group's current level (a level change confirmed by three runs re-bases it); the "
         "band is the baseline ± the alert line times the spread learned from the group "
-        f"(1.4826 x MAD). A verdict needs {MIN_HISTORY} earlier runs.",
+        f"(how far its runs lie from their level). A verdict needs {MIN_HISTORY} earlier runs; "
+        "docs/history.md has the rules.",
         epilog="Exit codes: 0 nothing regressed, 1 a metric REGRESSED, 2 bad input.",
     )
     ck.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (registered or not)")
@@ -78,6 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     ho.add_argument("--json", action="store_true", help="print JSON on stdout")
     ho.add_argument("--all", action="store_true", help="list every host, not only those ever at fault")
+    for action in (a, ls, sh, ck, ho):  # `--db` also after the action (argparse.SUPPRESS: never unsets it)
+        action.add_argument("--db", metavar="FILE", default=argparse.SUPPRESS, help="the history database")
     p.set_defaults(handler=run)
 
 
