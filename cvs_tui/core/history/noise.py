@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -64,6 +64,7 @@ class Judgement:
     pooled: bool  # True when the candidate pooled with the run before decided it
     reason: str
     history_runs: int = 0  # runs the spread was learned from
+    floor: float | None = None  # the band never goes below this (0 for a series that is never negative)
 
     @property
     def band(self) -> tuple[float, float] | None:
@@ -75,7 +76,8 @@ class Judgement:
             * self.baseline.spread
             * math.sqrt(1 + MEDIAN_VAR / len(self.baseline.runs))
         )
-        return self.baseline.location - half, self.baseline.location + half
+        lo, hi = self.baseline.location - half, self.baseline.location + half
+        return (lo if self.floor is None else max(lo, self.floor)), hi
 
 
 def _median(xs: np.ndarray) -> float:
@@ -202,7 +204,10 @@ def judge(
         return abs(value - centre) >= max(min_change, practical_pct / 100.0 * abs(centre))
 
     z1 = _worse(candidate, loc, better) / (sd * math.sqrt(1 + MEDIAN_VAR / n))
-    made = {"history_runs": len(history)}
+    made: dict[str, Any] = {
+        "history_runs": len(history),
+        "floor": 0.0 if min(history) >= 0 and candidate >= 0 else None,
+    }
     if z1 >= line and big_enough(candidate, loc):
         return Judgement(REGRESSED, base, z1, delta_pct, False, f"worse by z {z1:.1f} on its own", **made)
     prev = len(history) - 1
