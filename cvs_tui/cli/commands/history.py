@@ -300,11 +300,19 @@ def _check(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    regressed = [f"{rc.run_key}: {m.metric.label}" for rc in checks for m in rc.regressed]
+    regressed = [
+        f"{rc.run_key}: {', '.join(m.metric.label for m in rc.regressed)}" for rc in checks if rc.regressed
+    ]
     if args.json:
         print(
             json.dumps(
-                {"run_dir": str(folder), "regressed": regressed, "runs": [rc.to_dict() for rc in checks]},
+                {
+                    "run_dir": str(folder),
+                    "regressed": [
+                        {"run": rc.run_key, "metric": m.metric.name} for rc in checks for m in rc.regressed
+                    ],
+                    "runs": [rc.to_dict() for rc in checks],
+                },
                 indent=2,
             )
         )
