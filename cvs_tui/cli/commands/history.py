@@ -20,7 +20,7 @@ from cvs_tui.core.history.check import DEFAULT_LAST, MetricCheck, RunCheck, chec
 from cvs_tui.core.history.hosts import ALPHA, KINDS, score_hosts
 from cvs_tui.core.history.noise import MIN_HISTORY, REGRESSED
 from cvs_tui.core.history.register import describe, load_run_input, register, resolve_run_dir
-from cvs_tui.core.history.store import ENV_VAR, HistoryStore, StoredRun
+from cvs_tui.core.history.store import ENV_VAR, HistoryStore, StoredRun, default_path
 from cvs_tui.core.history.trend import Trend, trend_for
 from cvs_tui.core.judge.format import format_number, format_pct
 from cvs_tui.core.textsafe import sanitize_text
@@ -138,7 +138,8 @@ def _list(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"groups": [], "runs": []}))
         else:
-            print(f"no history yet ({ENV_VAR} or the XDG path); runs register themselves as they end")
+            where = args.db or default_path()
+            print(f"no history yet at {where}; runs register themselves as they end")
         return 0
     with store:
         runs = store.runs(last=last)
@@ -197,6 +198,8 @@ def _show(args: argparse.Namespace) -> int:
     store = _open(args, create=False)
     rows = store.runs_of_dir(str(folder)) if store is not None else []
     if store is None or not rows:
+        if store is not None:
+            store.close()
         raise UserError(f"{folder}: not in the history; register it with `cvs-tui history add {folder}`")
     with store:
         out = []
