@@ -1,6 +1,6 @@
-"""Fixtures shared by the Textual tests (waiting for the event source to drain, a still cursor), and the
-Hypothesis profile of every test: no deadline and no too-slow health check, so a busy 2-core machine
-slows the property tests down without failing them (how many examples run is each test's own setting)."""
+"""Shared fixtures: a private history database for every test; for the Textual tests, waiting for the
+event source to drain, and a still cursor. And the Hypothesis profile of every test: no deadline and no
+too-slow health check, so a busy 2-core machine slows the property tests down without failing them."""
 
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ async def _settle(pilot: Pilot[object]) -> None:
     assert app.source_done
     app.refresh_now()
     await pilot.pause()
+
+
+@pytest.fixture(autouse=True)
+def _private_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own history database: runs and analyses in tests never reach the user's."""
+    monkeypatch.setenv("CVS_TUI_HISTORY_DB", str(tmp_path_factory.mktemp("history") / "history.db"))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cvs_tui.cli.commands.analyze import print_summary
+from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import local_cluster
@@ -71,8 +72,10 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     folder.write_plan(plan)
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
     results, paths = asyncio.run(_main(plan, key, followers, folder, options, ui=ui, args=args))
+    rewrite_reports_with_history(out, args)
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
+    record(out, args)
     return 0 if results.passed and clean else 1
 
 
@@ -117,6 +120,7 @@ async def _main(
                 info={"run folder": str(folder.path), "following": ", ".join(session.names)},
                 run_dir=folder.path,
                 following=True,
+                history=not args.no_history,
             )
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)

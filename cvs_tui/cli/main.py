@@ -37,6 +37,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("report", "report", "re-render report.html, junit.xml and summary.md from a results.json"),
     ("attach", "attach", "watch a run in progress (or finished) from its run folder"),
     ("compare", "compare", "compare a candidate run against a base run: regression, improvement or noise"),
+    (
+        "history",
+        "history",
+        "the run history: register runs, list them, check a run against its own past, score hosts",
+    ),
     ("card", "card", "export a validation card from results, or `card validate CARD` to check one"),
     (
         "scrub",

@@ -205,6 +205,15 @@ def context_from_args(args: argparse.Namespace, inputs: list[str] | None = None)
 
 
 # -- --public ----------------------------------------------------------------------------------------------
+def add_history_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-history",
+        action="store_true",
+        help="neither read nor register the run history (`cvs-tui history`; path from "
+        "CVS_TUI_HISTORY_DB, else the XDG data folder)",
+    )
+
+
 def add_public_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--public",

@@ -137,8 +137,10 @@ class CvsApp(App[QuitChoice]):
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
         refresh_seconds: float = REFRESH_SECONDS,
+        history: bool = True,
     ) -> None:
         super().__init__()
+        self.history = history  # show each finished run against its history (`--no-history`: not)
         self.feed: EventFeed = as_feed(source)
         self.run_title = title
         self.info: dict[str, str] = dict(info or {})
@@ -310,6 +312,7 @@ async def run_tui(
     info: Mapping[str, str] | None = None,
     run_dir: Path | None = None,
     following: bool = False,
+    history: bool = True,
 ) -> QuitChoice:
     """Show ``source`` until the user leaves. Returns "done", "stop" or "detach".
 
@@ -326,6 +329,7 @@ async def run_tui(
         live=on_quit is not None,
         following=following,
         run_dir=run_dir,
+        history=history,
     )
     choice = await app.run_async(mouse=mouse)
     if app.return_code not in (0, None) and choice is None:

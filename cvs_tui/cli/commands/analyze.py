@@ -22,11 +22,13 @@ import traceback
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.cli.options import add_public_options, resolve_config_arg
+from cvs_tui.cli.commands.history import record, trend_of
+from cvs_tui.cli.options import add_history_option, add_public_options, resolve_config_arg
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.history.trend import Trend
 from cvs_tui.core.offline import analyze_paths, plan_for
 from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import REPORT_FILES, write_reports
@@ -97,6 +99,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--no-mouse", action="store_true", help="terminal UI without mouse support")
     p.add_argument("--ascii", action="store_true", help="ASCII-only drawing characters")
     add_public_options(p)
+    add_history_option(p)
     p.set_defaults(handler=run)
 
 
@@ -161,11 +164,12 @@ def run(args: argparse.Namespace) -> int:
     results = analyze_paths(plan, args.logs, args.run)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": RunFolder(out).write_results(results)}
+    trend = trend_of(out, args)
     if not args.no_ui and not args.json and sys.stdout.isatty() and sys.stdin.isatty():
         # The screen first: the reports (matplotlib, ~1-2 s) are drawn by a child process meanwhile,
         # and the summary is printed when the user leaves the app, where it stays readable.
         paths.update({kind: out / name for kind, name in REPORT_FILES.items()})
-        child = _write_reports_in_child(results, out)
+        child = _write_reports_in_child(results, out, trend)
         try:
             _show(loaded, plan, results, args, paths)
         finally:
@@ -173,27 +177,30 @@ def run(args: argparse.Namespace) -> int:
         if child.exitcode != 0:
             raise UserError(f"reports: writing them into {out} failed; the traceback is in {out / ERROR_LOG}")
     else:
-        paths.update(write_reports(results, out))
+        paths.update(write_reports(results, out, trend))
     if args.json:
         print(json.dumps(summary_dict(results, paths), indent=2))
     else:
         print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
+    record(out, args, out=sys.stderr if args.json else None)  # stdout holds the JSON alone
     return 0 if results.passed and clean else 1
 
 
-def _reports_child(results: Results, out: Path) -> None:
+def _reports_child(results: Results, out: Path, trend: Trend | None) -> None:
     try:
-        write_reports(results, out)
+        write_reports(results, out, trend)
     except BaseException:  # the screen belongs to the app: the traceback goes to a file
         write_atomic(out / ERROR_LOG, traceback.format_exc(), mode=FILE_MODE)
         os._exit(1)
 
 
-def _write_reports_in_child(results: Results, out: Path) -> multiprocessing.process.BaseProcess:
+def _write_reports_in_child(
+    results: Results, out: Path, trend: Trend | None
+) -> multiprocessing.process.BaseProcess:
     """report.html, junit.xml and summary.md written by a forked child (its exit status says if they were)."""
     fork = multiprocessing.get_context("fork")
-    proc = fork.Process(target=_reports_child, args=(results, out), daemon=True)
+    proc = fork.Process(target=_reports_child, args=(results, out, trend), daemon=True)
     proc.start()
     return proc
 
@@ -224,5 +231,6 @@ def _show(
             title=f"cvs-tui analyze  {Path(loaded.path).name}",
             mouse=not args.no_mouse,
             ascii=args.ascii,
+            history=not args.no_history,
         )
     )

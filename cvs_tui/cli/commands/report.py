@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cvs_tui.cli.options import add_public_options
+from cvs_tui.cli.commands.history import trend_of
+from cvs_tui.cli.options import add_history_option, add_public_options
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import load_results
@@ -21,13 +22,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("results", metavar="RESULTS", help="a results.json written by a run or by `analyze`")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the results file's folder)")
     add_public_options(p)
+    add_history_option(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     results = load_results(args.results)
     out = Path(args.out) if args.out else Path(args.results).resolve().parent
-    paths = write_reports(results, out)
+    # a results.json in a run folder is shown against its history, as the run showed it
+    folder = Path(args.results).resolve().parent
+    trend = trend_of(folder, args) if Path(args.results).name == "results.json" else None
+    paths = write_reports(results, out, trend)
     for kind, p in paths.items():
         print(f"  {kind:6} {p}")
     print(f"{'PASS' if results.passed else 'FAIL'}  overall")

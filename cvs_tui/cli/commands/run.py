@@ -17,7 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from cvs_tui.cli.options import add_public_options, add_target_args, load_target
+from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
+from cvs_tui.cli.options import add_history_option, add_public_options, add_target_args, load_target
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
@@ -52,6 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="do not verify SSH host keys (only on networks you trust)",
     )
     add_public_options(p)
+    add_history_option(p)
     d = RunOptions()
     p.add_argument(
         "--compile-allowance",
@@ -128,9 +130,12 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
     )
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty()
     rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args))
-    if rc in (0, 1) and not publish(run_dir, args, loaded=loaded, cluster=cluster):
-        return 1
-    return rc
+    if rc not in (0, 1):
+        return rc
+    rewrite_reports_with_history(run_dir, args)
+    clean = publish(run_dir, args, loaded=loaded, cluster=cluster)
+    record(run_dir, args)
+    return rc if clean else 1
 
 
 async def _main(
@@ -180,6 +185,7 @@ async def _main(
                 on_quit=on_quit,
                 info={"run folder": str(run_dir)},
                 run_dir=run_dir,
+                history=not args.no_history,
             )
             if choice == "detach":
                 print(

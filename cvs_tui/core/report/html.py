@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -14,6 +15,9 @@ from cvs_tui.core.report import view
 from cvs_tui.core.report.charts import loss_chart, resume_chart, step_time_chart
 from cvs_tui.core.results import NodeHealthRecord, Results, RunRecord, tally
 from cvs_tui.core.textsafe import sanitize_text
+
+if TYPE_CHECKING:
+    from cvs_tui.core.history.trend import Trend
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -84,7 +88,7 @@ def _chart(draw: Callable[[RunRecord], str | None], run: RunRecord) -> str | Non
         return None
 
 
-def render_html(results: Results) -> str:
+def render_html(results: Results, trend: Trend | None = None) -> str:
     charts = {}
     for run in results.runs:
         loss = _chart(loss_chart, run)
@@ -114,7 +118,8 @@ def render_html(results: Results) -> str:
             passed=results.passed,
             failures=results.failures,
             last_step=last_step,
-            headline=view.headline(results),
+            headline=view.headline(results, trend),
+            history=history_notes(trend),
             headline_cols=view.HEADLINE,
             verdicts={run.key: view.run_verdicts(run) for run in results.runs},
             environments=view.environments(results),
@@ -123,6 +128,18 @@ def render_html(results: Results) -> str:
             resume_chart=Markup(resume) if resume else None,  # matplotlib's SVG, not log text
         )
     )
+
+
+def history_notes(trend: Trend | None) -> list[str]:
+    """One line per run with a history: which group and how many runs, and a changed stack."""
+    if trend is None:
+        return []
+    out = []
+    for key, rc in trend.runs.items():
+        runs = max((len(m.history) for m in rc.metrics), default=0)
+        line = f"{key}: against the last {runs} runs of its group" + (f" ({rc.note})" if rc.note else "")
+        out.append(line)
+    return out
 
 
 def telemetry_chart(n: NodeHealthRecord, width: int = 240, height: int = 40) -> Markup | None:

@@ -5,9 +5,14 @@ provenance facts that were recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.results import Environment, Results, RunRecord, VerdictRecord
+
+if TYPE_CHECKING:
+    from cvs_tui.core.history.trend import Trend
+    from cvs_tui.core.report.trend import TrendCell
 
 SIG_DIGITS = 4
 # The headline columns: (metric, header); the per-GPU figures a cluster is bought for, then goodput.
@@ -33,6 +38,7 @@ class Cell:
     status: str = ""  # the verdict's status; empty when the metric has no verdict
     expected: str = ""  # the threshold as the verdict states it ("-" when none)
     why: str = ""  # why there is no value (inconclusive window, feature off)
+    trend: TrendCell | None = None  # the figure against the run's history, when it has one
 
 
 @dataclass(slots=True)
@@ -101,13 +107,23 @@ def _cell(run: RunRecord, metric: str) -> Cell:
     )
 
 
-def headline(results: Results) -> list[HeadlineRow]:
-    """One row per smoke or sweep run: the key per-GPU figures, each with its verdict and threshold."""
-    return [
-        HeadlineRow(r.key, r.slug, r.status, r.outcome, [_cell(r, m) for m, _ in HEADLINE])
-        for r in results.runs
-        if r.kind in HEADLINE_KINDS
-    ]
+def headline(results: Results, trend: Trend | None = None) -> list[HeadlineRow]:
+    """One row per smoke or sweep run: the key per-GPU figures, each with its verdict and threshold, and
+    against the run's history when ``trend`` holds it."""
+    from cvs_tui.core.report.trend import trend_cells
+
+    rows = []
+    for r in results.runs:
+        if r.kind not in HEADLINE_KINDS:
+            continue
+        cells = [_cell(r, m) for m, _ in HEADLINE]
+        check = trend.runs.get(r.key) if trend is not None else None
+        if check is not None:
+            by_metric = trend_cells(check)
+            for (m, _), c in zip(HEADLINE, cells, strict=True):
+                c.trend = by_metric.get(m)
+        rows.append(HeadlineRow(r.key, r.slug, r.status, r.outcome, cells))
+    return rows
 
 
 def environment_rows(env: Environment) -> list[tuple[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from rich import box
@@ -14,6 +15,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from cvs_tui.core.events import StageState
+from cvs_tui.core.history.check import RunCheck
+from cvs_tui.core.history.trend import Trend, trend_for
+from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.state import RunState, RunView
 from cvs_tui.render.format import OUTCOME_STYLE
 from cvs_tui.render.renderables import fill_verdict_table
@@ -21,6 +25,29 @@ from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.widgets.loss_plot import LossPlot
 
 CHECKPOINT_STAGE = "checkpoint_resume"
+HISTORY_METRICS = ("training.tokens_per_sec_per_gpu", "training.step_time_p50_ms", "training.goodput_pct")
+HISTORY_STYLE = {"REGRESSED": "bold red", "IMPROVED": "green"}
+
+
+def history_line(rc: RunCheck) -> Text:
+    """One line: the run's headline figures against its group's baseline and band, with the verdict."""
+    line = Text()
+    for mc in rc.metrics:
+        j = mc.judgement
+        if mc.metric.name not in HISTORY_METRICS or j is None or j.baseline is None or j.band is None:
+            continue
+        lo, hi = j.band
+        if line:
+            line.append("  ·  ", style="dim")
+        line.append(f"{mc.metric.label} {format_number(mc.value, 'sig')} ")
+        line.append(
+            f"vs {format_number(j.baseline.location, 'sig')} "
+            f"[{format_number(lo, 'sig')}–{format_number(hi, 'sig')}] ",
+            style="dim",
+        )
+        line.append(mc.verdict, style=HISTORY_STYLE.get(mc.verdict, "dim"))
+    runs = max((len(m.history) for m in rc.metrics), default=0)
+    return Text.assemble((f"history ({runs} earlier runs): ", "bold"), line) if line else line
 
 
 # Below this width a Note column would be squeezed to a letter a row: the notes go under the table.
@@ -80,12 +107,14 @@ class VerdictsScreen(RunViewScreen):
     VerdictsScreen #banner { height: 1; content-align: center middle; text-align: center; }
     VerdictsScreen .run-title { margin-top: 1; }
     VerdictsScreen .run-plot { height: 12; }
+    VerdictsScreen .run-history { height: auto; }
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._runs: list[str] = []
         self._opened = False  # scrolled to the first gated run once
+        self._trend: Trend | None = None  # read once, when the suite has ended
 
     def compose(self) -> ComposeResult:
         yield Static(id="banner")
@@ -105,10 +134,12 @@ class VerdictsScreen(RunViewScreen):
             if key not in self._runs:
                 self._runs.append(key)
                 container.mount(Static(classes="run-title", id=f"title-{len(self._runs)}"))
+                container.mount(Static(classes="run-history", id=f"history-{len(self._runs)}"))
                 container.mount(Static(classes="run-table", id=f"table-{len(self._runs)}"))
                 container.mount(
                     LossPlot(ascii_only=ascii_only, classes="run-plot", id=f"plot-{len(self._runs)}")
                 )
+        trend = self._history(view)
         for i, key in enumerate(self._runs, start=1):
             rv = view.runs[key]
             title = Text()
@@ -124,6 +155,10 @@ class VerdictsScreen(RunViewScreen):
                 title.append(f"  root cause: node {root}", style="bold red")
             try:
                 self.query_one(f"#title-{i}", Static).update(title)
+                check = trend.runs.get(key) if trend is not None else None
+                hist = self.query_one(f"#history-{i}", Static)
+                hist.display = check is not None  # no history: no line at all
+                hist.update(history_line(check) if check is not None else "")
                 table = (
                     verdict_table(rv, ascii_only=ascii_only, width=self.size.width)
                     if rv.verdicts
@@ -148,6 +183,13 @@ class VerdictsScreen(RunViewScreen):
             self.query_one(f"#title-{i}", Static).scroll_visible(top=True, animate=False)
         except Exception:  # not mounted yet: the next update tries again
             self._opened = False
+
+    def _history(self, view: RunState) -> Trend | None:
+        """The finished suite against its history (read once, from the results file it wrote)."""
+        end = view.suite_end
+        if self._trend is None and end is not None and end.results_path and self.app.history:
+            self._trend = trend_for(Path(end.results_path).parent)
+        return self._trend
 
     def _footer_text(self, view: RunState) -> Group:
         parts: list[Text] = []
