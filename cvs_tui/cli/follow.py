@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cvs_tui.cli.commands.analyze import print_summary
+from cvs_tui.cli.metrics import MetricsExport, start_metrics
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import local_cluster
@@ -70,7 +71,14 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder.write_plan(plan)
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
-    results, paths = asyncio.run(_main(plan, key, followers, folder, options, ui=ui, args=args))
+    export = start_metrics(args, config=Path(plan.config_path).name)
+    try:
+        results, paths = asyncio.run(
+            _main(plan, key, followers, folder, options, ui=ui, args=args, export=export)
+        )
+    finally:
+        if export is not None:
+            export.close()
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
     return 0 if results.passed and clean else 1
@@ -85,10 +93,28 @@ async def _main(
     *,
     ui: bool,
     args: argparse.Namespace,
+    export: MetricsExport | None = None,
+) -> tuple[Results, dict[str, Path]]:
+    if export is None:
+        return await _follow(plan, key, followers, folder, options, ui=ui, args=args, export=None)
+    async with export.running():
+        return await _follow(plan, key, followers, folder, options, ui=ui, args=args, export=export)
+
+
+async def _follow(
+    plan: Plan,
+    key: str,
+    followers: Sequence[Follower],
+    folder: RunFolder,
+    options: RunOptions,
+    *,
+    ui: bool,
+    args: argparse.Namespace,
+    export: MetricsExport | None,
 ) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
     session = FollowSession(plan, key, followers, folder.path, emit=bus.publish, options=options)
-    source = bus.subscribe()
+    source = bus.subscribe() if export is None else export.tap(bus.subscribe())
     task = asyncio.create_task(session.follow())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()

@@ -15,14 +15,17 @@ import math
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from cvs_tui.cli.metrics import MetricsExport, add_metrics_options, start_metrics
 from cvs_tui.cli.options import add_public_options, add_target_args, load_target
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.events import RunEvent
 from cvs_tui.core.plan import HOST_KEYS_OFF, Plan, secret_values
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
@@ -75,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="S",
         help=f"... and at least S seconds ({d.hang_min_s:g})",
     )
+    add_metrics_options(p)
     p.set_defaults(handler=run)
 
 
@@ -127,7 +131,12 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
         resume=run_dir if args.resume else None,
     )
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty()
-    rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args))
+    export = start_metrics(args, config=Path(plan.config_path).name)
+    try:
+        rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args, export=export))
+    finally:
+        if export is not None:
+            export.close()
     if rc in (0, 1) and not publish(run_dir, args, loaded=loaded, cluster=cluster):
         return 1
     return rc
@@ -141,11 +150,30 @@ async def _main(
     *,
     ui: bool,
     args: argparse.Namespace,
+    export: MetricsExport | None = None,
 ) -> int:
     folder = RunFolder(run_dir)
     bus = EventBus(folder.events_path)
     suite = Suite(plan, run_dir, bus, options)
-    source = bus.subscribe()
+    source = bus.subscribe() if export is None else export.tap(bus.subscribe())
+    if export is not None:
+        async with export.running():
+            return await _watch(suite, source, plan, run_dir, folder, ui=ui, args=args)
+    return await _watch(suite, source, plan, run_dir, folder, ui=ui, args=args)
+
+
+async def _watch(
+    suite: Suite,
+    source: AsyncIterator[RunEvent],
+    plan: Plan,
+    run_dir: Path,
+    folder: RunFolder,
+    *,
+    ui: bool,
+    args: argparse.Namespace,
+) -> int:
+    """The suite run under the view (the TUI, or the headless console), to its exit code."""
+    bus = suite.bus
     task = asyncio.create_task(suite.run())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()

@@ -1,0 +1,159 @@
+"""`--metrics-port`, `--metrics-bind` and `--metrics-textfile` for run, `analyze --follow` and attach.
+
+:func:`start_metrics` binds the HTTP endpoint (``/metrics``: the Prometheus text format, or OpenMetrics
+when the scraper asks for it in ``Accept``) and checks the textfile path before any run starts, so a
+port in use or a bad address is one line and exit 2. :meth:`MetricsExport.tap` puts the exporter on the
+event stream the front-end reads; :meth:`MetricsExport.running` rewrites the textfile while the run
+goes on, and writes it one last time and stops the server when it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cvs_tui.core.errors import UserError
+
+if TYPE_CHECKING:  # prometheus_client is imported only when an export is asked for (startup cost)
+    from prometheus_client import CollectorRegistry
+
+    from cvs_tui.core.events import RunEvent
+    from cvs_tui.core.export.live import LiveRun
+
+DEFAULT_BIND = "127.0.0.1"
+
+
+def add_metrics_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("live metrics (Prometheus, node-exporter; docs/metrics-export.md)")
+    g.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the live series at http://ADDR:PORT/metrics while this runs (0: any free port)",
+    )
+    g.add_argument(
+        "--metrics-bind",
+        default=DEFAULT_BIND,
+        metavar="ADDR",
+        help=f"the address --metrics-port listens on ({DEFAULT_BIND})",
+    )
+    g.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="rewrite the series into PATH (*.prom, for node-exporter's textfile collector) every few "
+        "seconds and at the end",
+    )
+
+
+class MetricsExport:
+    """The exporter of one command: its folded state, registry, HTTP server and textfile."""
+
+    def __init__(self, live: LiveRun, registry: CollectorRegistry, textfile: Path | None) -> None:
+        self.live = live
+        self.registry = registry
+        self.textfile = textfile
+        self.server: Any = None
+        self.address: tuple[str, int] | None = None
+        self._warned = False
+
+    def tap(self, source: AsyncIterator[RunEvent]) -> AsyncIterator[RunEvent]:
+        from cvs_tui.core.export.live import tap
+
+        return tap(source, self.live)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """While the block runs: the textfile rewritten every few seconds; after it: written once more,
+        and the HTTP server stopped."""
+        from cvs_tui.core.export.textfile import keep_textfile
+
+        task = None
+        if self.textfile is not None:
+            task = asyncio.create_task(keep_textfile(self.registry, self.textfile, self._textfile_failed))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.close()
+
+    def close(self) -> None:
+        """The textfile's last write (the final state), then the server's end. Idempotent."""
+        if self.textfile is not None:
+            from cvs_tui.core.export.textfile import write_textfile
+
+            try:
+                write_textfile(self.registry, self.textfile)
+            except OSError as exc:
+                self._textfile_failed(exc)
+        if self.server is not None:
+            server, self.server = self.server, None
+            server.shutdown()
+            server.server_close()
+
+    def _textfile_failed(self, exc: OSError) -> None:
+        if not self._warned:  # once: the run goes on, and the next tick tries again
+            self._warned = True
+            why = exc.strerror or exc
+            print(f"cvs-tui: warning: --metrics-textfile {self.textfile}: {why}", file=sys.stderr)
+
+
+def start_metrics(args: argparse.Namespace, *, config: str) -> MetricsExport | None:
+    """The export the options ask for, its endpoint listening and its textfile written once; None when no
+    option asks for one. Raises UserError (port in use, bad address or path)."""
+    port: int | None = getattr(args, "metrics_port", None)
+    textfile: str | None = getattr(args, "metrics_textfile", None)
+    if port is None and textfile is None:
+        return None
+    if port is not None and not 0 <= port <= 65535:
+        raise UserError(f"--metrics-port: {port} is not a port number (0-65535)")
+    from prometheus_client import CollectorRegistry
+
+    from cvs_tui.core.export.collector import RunCollector
+    from cvs_tui.core.export.live import LiveRun
+    from cvs_tui.core.export.textfile import check_textfile_path, write_textfile
+
+    live = LiveRun()
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(RunCollector(live, config=config, public=bool(getattr(args, "public", False))))
+    path = Path(textfile) if textfile is not None else None
+    if path is not None:
+        check_textfile_path(path)
+        try:
+            write_textfile(registry, path)
+        except OSError as exc:
+            raise UserError(f"--metrics-textfile: {path}: {exc.strerror or exc}") from None
+    export = MetricsExport(live, registry, path)
+    if port is not None:
+        export.server, export.address = _serve(registry, args.metrics_bind, port)
+        host, bound = export.address
+        shown = f"[{host}]" if ":" in host else host
+        print(f"cvs-tui: metrics at http://{shown}:{bound}/metrics", file=sys.stderr, flush=True)
+    return export
+
+
+def _serve(registry: CollectorRegistry, bind: str, port: int) -> tuple[Any, tuple[str, int]]:
+    from prometheus_client import start_http_server
+
+    try:
+        server, _thread = start_http_server(port, addr=bind, registry=registry)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use on {bind}; pick another --metrics-port (0: any free port)"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = f"{bind} is not an address of this machine; give one of its addresses to --metrics-bind"
+        elif exc.errno == errno.EACCES:
+            why = f"port {port} needs privileges on {bind}; pick a port above 1023"
+        else:
+            why = f"cannot listen on {bind} port {port}: {getattr(exc, 'strerror', None) or exc}"
+        raise UserError(f"--metrics-port: {why}") from None
+    host, bound = server.server_address[:2]
+    return server, (str(host), int(bound))
