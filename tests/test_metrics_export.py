@@ -18,6 +18,7 @@ import pytest
 from _analysis_samples import FIXTURES, write_config
 from _prometheus import binary
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
 from cvs_tui.cli.main import main
@@ -40,6 +41,7 @@ from cvs_tui.core.events import (
     VerdictEvent,
 )
 from cvs_tui.core.export.collector import RunCollector
+from cvs_tui.core.export.exposition import Exposition
 from cvs_tui.core.export.live import LiveRun, tap
 from cvs_tui.core.export.series import MAX_SERIES_PER_NODE, SERIES, SERIES_PER_NODE
 
@@ -160,6 +162,27 @@ def test_public_labels_are_the_scrubbers_pseudonyms() -> None:
     assert hosts == {"<host-1>", "<host-2>", "<host-3>"}
 
 
+def test_exposition_writes_the_bytes_prometheus_clients_encoders_write() -> None:
+    """The fast exposition against the library's two encoders, on awkward host names, scrape after scrape
+    (the kept prefixes must not freeze a value or a label)."""
+    odd = ('gpu"7\\x', "line\nbreak", "nœud-ü")
+    live = LiveRun(Clock())
+    for ev in _stream():
+        live.apply(ev)
+    live.apply(RunStartEvent("r2", total_steps=4, nodes=odd, at=1_700_000_100.0))
+    reg = _registry(live)
+    expo = Exposition(reg)
+    for round_ in range(3):
+        for n in range(3):
+            live.apply(_step(n, 6 + round_))
+            live.apply(NodeLogEvent("r2", n, StepEvent(step=round_, loss=1.0, line=1, seconds=0.25)))
+        assert expo.render() == generate_latest(reg)
+        assert expo.render(openmetrics=True) == generate_openmetrics(reg)
+    text = expo.render().decode()
+    assert 'host="gpu\\"7\\\\x"' in text and 'host="line\\nbreak"' in text and "nœud-ü" in text
+    assert 'cvs_tui_node_last_step{config="c.json",host="line\\nbreak",rank="1",run="r2"} 2.0' in text
+
+
 async def test_tap_passes_every_event_on_in_order() -> None:
     evs = _stream()
 
@@ -209,6 +232,9 @@ def test_endpoint_negotiates_openmetrics_and_promtool_accepts_it(capsys: pytest.
             [binary("promtool"), "check", "metrics"], input=text, capture_output=True, text=True
         )
         assert check.returncode == 0, check.stdout + check.stderr
+        with pytest.raises(urllib.error.HTTPError) as nf:
+            _get(url.replace("/metrics", "/other"))
+        assert nf.value.code == 404
     finally:
         export.close()
     with pytest.raises(urllib.error.URLError):

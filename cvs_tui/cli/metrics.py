@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 from cvs_tui.core.errors import UserError
 
 if TYPE_CHECKING:  # prometheus_client is imported only when an export is asked for (startup cost)
-    from prometheus_client import CollectorRegistry
-
     from cvs_tui.core.events import RunEvent
+    from cvs_tui.core.export.exposition import Exposition
     from cvs_tui.core.export.live import LiveRun
 
 DEFAULT_BIND = "127.0.0.1"
@@ -52,11 +51,11 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
 
 
 class MetricsExport:
-    """The exporter of one command: its folded state, registry, HTTP server and textfile."""
+    """The exporter of one command: its folded state, exposition, HTTP server and textfile."""
 
-    def __init__(self, live: LiveRun, registry: CollectorRegistry, textfile: Path | None) -> None:
+    def __init__(self, live: LiveRun, expo: Exposition, textfile: Path | None) -> None:
         self.live = live
-        self.registry = registry
+        self.expo = expo
         self.textfile = textfile
         self.server: Any = None
         self.address: tuple[str, int] | None = None
@@ -75,7 +74,7 @@ class MetricsExport:
 
         task = None
         if self.textfile is not None:
-            task = asyncio.create_task(keep_textfile(self.registry, self.textfile, self._textfile_failed))
+            task = asyncio.create_task(keep_textfile(self.expo, self.textfile, self._textfile_failed))
         try:
             yield
         finally:
@@ -91,7 +90,7 @@ class MetricsExport:
             from cvs_tui.core.export.textfile import write_textfile
 
             try:
-                write_textfile(self.registry, self.textfile)
+                write_textfile(self.expo, self.textfile)
             except OSError as exc:
                 self._textfile_failed(exc)
         if self.server is not None:
@@ -115,36 +114,34 @@ def start_metrics(args: argparse.Namespace, *, config: str) -> MetricsExport | N
         return None
     if port is not None and not 0 <= port <= 65535:
         raise UserError(f"--metrics-port: {port} is not a port number (0-65535)")
-    from prometheus_client import CollectorRegistry
-
     from cvs_tui.core.export.collector import RunCollector
+    from cvs_tui.core.export.exposition import Exposition
     from cvs_tui.core.export.live import LiveRun
     from cvs_tui.core.export.textfile import check_textfile_path, write_textfile
 
     live = LiveRun()
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(RunCollector(live, config=config, public=bool(getattr(args, "public", False))))
+    expo = Exposition(RunCollector(live, config=config, public=bool(getattr(args, "public", False))))
     path = Path(textfile) if textfile is not None else None
     if path is not None:
         check_textfile_path(path)
         try:
-            write_textfile(registry, path)
+            write_textfile(expo, path)
         except OSError as exc:
             raise UserError(f"--metrics-textfile: {path}: {exc.strerror or exc}") from None
-    export = MetricsExport(live, registry, path)
+    export = MetricsExport(live, expo, path)
     if port is not None:
-        export.server, export.address = _serve(registry, args.metrics_bind, port)
+        export.server, export.address = _serve(expo, args.metrics_bind, port)
         host, bound = export.address
         shown = f"[{host}]" if ":" in host else host
         print(f"cvs-tui: metrics at http://{shown}:{bound}/metrics", file=sys.stderr, flush=True)
     return export
 
 
-def _serve(registry: CollectorRegistry, bind: str, port: int) -> tuple[Any, tuple[str, int]]:
-    from prometheus_client import start_http_server
+def _serve(expo: Exposition, bind: str, port: int) -> tuple[Any, tuple[str, int]]:
+    from cvs_tui.core.export.endpoint import serve
 
     try:
-        server, _thread = start_http_server(port, addr=bind, registry=registry)
+        server = serve(expo, bind, port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             why = f"port {port} is in use on {bind}; pick another --metrics-port (0: any free port)"

@@ -13,10 +13,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
-
 from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.export.exposition import Exposition
 
 TEXTFILE_SECONDS = 5.0  # how often the file is rewritten while the run goes on
 
@@ -34,13 +33,13 @@ def check_textfile_path(path: Path) -> None:
         raise UserError(f"--metrics-textfile: {path} is a folder; give a file name ending in .prom")
 
 
-def write_textfile(registry: CollectorRegistry, path: Path) -> None:
-    """The text exposition of ``registry`` into ``path``, atomically (raises OSError)."""
-    write_atomic(path, generate_latest(registry))
+def write_textfile(expo: Exposition, path: Path) -> None:
+    """The text exposition into ``path``, atomically (raises OSError)."""
+    write_atomic(path, expo.render())
 
 
 async def keep_textfile(
-    registry: CollectorRegistry,
+    expo: Exposition,
     path: Path,
     on_error: Callable[[OSError], None],
     every: float = TEXTFILE_SECONDS,
@@ -49,6 +48,6 @@ async def keep_textfile(
     while True:
         await asyncio.sleep(every)
         try:
-            await asyncio.to_thread(write_textfile, registry, path)
+            await asyncio.to_thread(write_textfile, expo, path)
         except OSError as exc:
             on_error(exc)
