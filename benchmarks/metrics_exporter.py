@@ -27,22 +27,28 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
+from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import (
     ErrorHit,
     HealthFindingEvent,
     NodeLogEvent,
     NodeState,
     NodeStatusEvent,
+    RunEvent,
     RunStartEvent,
     Severity,
     StepEvent,
@@ -53,11 +59,20 @@ from cvs_tui.core.export.endpoint import serve
 from cvs_tui.core.export.exposition import Exposition
 from cvs_tui.core.export.live import LiveRun
 from cvs_tui.core.export.series import MAX_SERIES_PER_NODE, SERIES_PER_NODE
+from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.runner.execute import RankLog, RunExecution
+from cvs_tui.core.runner.watchdog import NodeWatch
+from cvs_tui.core.state import RunState
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "BS=8,PRECISION=BF16,SL=4096"
 GOAL_MS = 50.0
 GOAL_CPU_PCT = 5.0
+INGEST_LINE = (
+    "I1130 12:00:00.000000 140000000000001 metric_logger.py:265] completed step: %d, seconds: 0.050, "
+    "TFLOP/s/device: 1.0, Tokens/s/device: 1000.0, total_weights: 256, loss: 3.000, lm_loss: 3.000, "
+    "perplexity: 20.086\n"
+)
 
 
 def emulated(nodes: int) -> LiveRun:
@@ -139,6 +154,59 @@ def scrape_figures(nodes: int, scrapes: int) -> float:
     return statistics.median(t_text[1]) * 1000
 
 
+def ingest_cpu(nodes: int, per_chunk: int, rounds: int, scrape_every: float | None) -> float:
+    """CPU seconds per line of the live ingestion (``benchmarks/fanout_ingest.py``'s loop: run-folder copy,
+    line split, parser, RunState, events.jsonl); with ``scrape_every`` (seconds of streaming at 20 lines/s
+    per node), the exporter's fold of every event and an OpenMetrics scrape that often."""
+    exporter = scrape_every is not None
+    local = Path(tempfile.mkdtemp(prefix="cvs-metrics-bench-"))
+    bus = EventBus(local / "events.jsonl")
+    state = RunState()
+    live = LiveRun() if exporter else None
+    expo = Exposition(RunCollector(live, config="site.json")) if live is not None else None
+
+    def emit(ev: RunEvent) -> None:
+        state.apply(ev)
+        bus.publish(ev)
+        if live is not None:
+            live.apply(ev)
+
+    hosts = [f"gpu-node-{i:04d}" for i in range(nodes)]
+    plan: Any = SimpleNamespace(nodes=[SimpleNamespace(host=h) for h in hosts], error_patterns=())
+    unused: Any = None  # ingestion neither launches nor reads options
+    ex = RunExecution(plan=plan, launcher=unused, options=unused, run_dir=local, emit=emit, records={})
+    pr: Any = SimpleNamespace(key=RUN)
+    ranks = [
+        RankLog(
+            watch=NodeWatch(rank=i, host=h, last_progress=time.time()),
+            local_log=local / f"node{i}.log",
+            parser=NodeLogParser(),
+        )
+        for i, h in enumerate(hosts)
+    ]
+    for r in ranks:
+        r.local_log.write_bytes(b"")
+    emit(RunStartEvent(RUN, total_steps=10**6, nodes=tuple(hosts), at=time.time()))
+    per_scrape = nodes * 20 * (scrape_every or 1.0)  # lines between two scrapes
+    step, lines, since = 0, 0, 0
+    t0 = time.process_time()
+    for _ in range(rounds):
+        chunk = "".join(INGEST_LINE % (step + j) for j in range(per_chunk)).encode()
+        step += per_chunk
+        for r in ranks:
+            ex._ingest(pr, r, chunk)
+        lines += nodes * per_chunk
+        since += nodes * per_chunk
+        if expo is not None and since >= per_scrape:
+            since -= per_scrape
+            expo.render(openmetrics=True)
+    bus.flush()
+    cpu = time.process_time() - t0
+    bus.close()
+    shutil.rmtree(local, ignore_errors=True)
+    return cpu / lines
+
+
 CPU_LINE = re.compile(r"core CPU: (\d+) us per line = ([\d.]+)% of one core")
 
 
@@ -168,10 +236,31 @@ def main() -> int:
     ap.add_argument("--fanout-nodes", type=int, default=256)
     ap.add_argument("--fanout-seconds", type=float, default=15.0)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--no-fanout", action="store_true", help="only the series and scrape figures")
+    ap.add_argument("--ingest-rounds", type=int, default=5, help="interleaved pairs of the ingestion runs")
+    ap.add_argument("--no-fanout", action="store_true", help="no fanout.py runs (no SSH test nodes needed)")
     args = ap.parse_args()
     for n in sorted({64, 256, args.nodes}):
         scrape_figures(n, args.scrapes)
+    nodes = args.fanout_nodes
+    variants: list[float | None] = [None, 15.0, 1.0]  # no exporter; Prometheus's default interval; 15x it
+    print(
+        f"live ingestion at {nodes} nodes, 9 lines a chunk (fanout.py's lines per read at 256 nodes), "
+        f"CPU per line, least (median) of {args.ingest_rounds} interleaved runs:"
+    )
+    cpu: dict[float | None, list[float]] = {v: [] for v in variants}
+    for _ in range(args.ingest_rounds):
+        for v in variants:
+            cpu[v].append(ingest_cpu(nodes, 9, 30, v))
+    b = min(cpu[None])
+    print(
+        f"  without the exporter:          {1e6 * b:5.1f} us/line ({1e6 * statistics.median(cpu[None]):.1f})"
+    )
+    for v in variants[1:]:
+        w, mid = min(cpu[v]), statistics.median(cpu[v])
+        print(
+            f"  with it, scraped every {v:>4g} s: {1e6 * w:5.1f} us/line ({1e6 * mid:.1f})"
+            f": +{1e6 * (w - b):.1f} us/line, {100 * (w - b) / b:+.1f}% of the ingestion"
+        )
     if args.no_fanout:
         return 0
     print(

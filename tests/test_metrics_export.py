@@ -323,3 +323,24 @@ def test_follow_writes_the_textfile_and_attach_exports_the_same_run(tmp_path: Pa
         for s in f.samples
         if s.name.startswith("cvs_tui_run_") and "time" not in s.name
     }
+
+
+def test_a_scrape_that_fails_is_a_500_naming_why(capfd: pytest.CaptureFixture[str]) -> None:
+    from prometheus_client.registry import Collector
+
+    from cvs_tui.core.export.endpoint import serve
+
+    class Broken(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            raise ValueError("torn state")
+
+    server = serve(Exposition(Broken()), "127.0.0.1", 0)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            _get(f"http://127.0.0.1:{server.server_address[1]}/metrics")
+        assert err.value.code == 500
+        assert err.value.read().decode() == "cvs-tui: the series could not be read: ValueError: torn state\n"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err  # nothing on the screen the view draws

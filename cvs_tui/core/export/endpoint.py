@@ -36,7 +36,11 @@ def app(expo: Exposition) -> Callable[..., Iterable[bytes]]:
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
             return [f"not found: the series are at {PATH}\n".encode()]
         _encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
-        body = expo.render(openmetrics=content_type.startswith("application/openmetrics-text"))
+        try:
+            body = expo.render(openmetrics=content_type.startswith("application/openmetrics-text"))
+        except Exception as exc:  # the scraper records it (its target's last error); the screen stays clean
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"cvs-tui: the series could not be read: {type(exc).__name__}: {exc}\n".encode()]
         start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body)))])
         return [body]
 
