@@ -10,6 +10,7 @@ import argparse
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -344,3 +345,32 @@ def test_a_scrape_that_fails_is_a_500_naming_why(capfd: pytest.CaptureFixture[st
         server.shutdown()
         server.server_close()
     assert "Traceback" not in capfd.readouterr().err  # nothing on the screen the view draws
+
+
+def test_the_textfile_is_rewritten_while_it_runs_and_a_failed_write_is_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cvs_tui.core.export import textfile
+
+    monkeypatch.setattr(textfile, "TEXTFILE_SECONDS", 0.05)
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    path = folder / "cvs-tui.prom"
+    export = start_metrics(_args(metrics_textfile=str(path)), config="c.json")
+    assert export is not None
+    try:
+        assert "cvs_tui_node_last_step{" not in path.read_text()  # written once before any event
+        for ev in _stream():
+            export.live.apply(ev)
+        deadline = time.monotonic() + 10
+        while "cvs_tui_node_last_step{" not in path.read_text():
+            assert time.monotonic() < deadline, "the textfile was not rewritten"
+            time.sleep(0.02)
+        path.unlink()
+        folder.rmdir()  # the folder is gone: writes fail from now on
+        time.sleep(0.3)
+    finally:
+        export.close()
+    err = capsys.readouterr().err
+    assert err.count("cvs-tui: warning: --metrics-textfile") == 1, err
+    assert "No such file or directory" in err and "Traceback" not in err

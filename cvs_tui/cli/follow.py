@@ -95,23 +95,6 @@ async def _main(
     args: argparse.Namespace,
     export: MetricsExport | None = None,
 ) -> tuple[Results, dict[str, Path]]:
-    if export is None:
-        return await _follow(plan, key, followers, folder, options, ui=ui, args=args, export=None)
-    async with export.running():
-        return await _follow(plan, key, followers, folder, options, ui=ui, args=args, export=export)
-
-
-async def _follow(
-    plan: Plan,
-    key: str,
-    followers: Sequence[Follower],
-    folder: RunFolder,
-    options: RunOptions,
-    *,
-    ui: bool,
-    args: argparse.Namespace,
-    export: MetricsExport | None,
-) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
     session = FollowSession(plan, key, followers, folder.path, emit=bus.publish, options=options)
     source = bus.subscribe() if export is None else export.tap(bus.subscribe())

@@ -1,19 +1,19 @@
 """`--metrics-port`, `--metrics-bind` and `--metrics-textfile` for run, `analyze --follow` and attach.
 
 :func:`start_metrics` binds the HTTP endpoint (``/metrics``: the Prometheus text format, or OpenMetrics
-when the scraper asks for it in ``Accept``) and checks the textfile path before any run starts, so a
-port in use or a bad address is one line and exit 2. :meth:`MetricsExport.tap` puts the exporter on the
-event stream the front-end reads; :meth:`MetricsExport.running` rewrites the textfile while the run
-goes on, and writes it one last time and stops the server when it ends.
+when the scraper asks for it in ``Accept``) and writes the textfile once before any run starts, so a port
+in use, a bad address or path is one line and exit 2; a thread then rewrites the textfile every few
+seconds, whichever view (the TUI or the console) runs the event loop. :meth:`MetricsExport.tap` puts the
+exporter on the event stream the view reads; :meth:`MetricsExport.close` writes the textfile one last
+time and stops the server.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import errno
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,43 +60,45 @@ class MetricsExport:
         self.server: Any = None
         self.address: tuple[str, int] | None = None
         self._warned = False
+        self._stop = threading.Event()
+        self._writer: threading.Thread | None = None
 
     def tap(self, source: AsyncIterator[RunEvent]) -> AsyncIterator[RunEvent]:
+        """``source``'s events, each folded into the exporter's state on the way."""
         from cvs_tui.core.export.live import tap
 
         return tap(source, self.live)
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """While the block runs: the textfile rewritten every few seconds; after it: written once more,
-        and the HTTP server stopped."""
-        from cvs_tui.core.export.textfile import keep_textfile
+    def keep_textfile(self, every: float) -> None:
+        """Rewrite the textfile every ``every`` seconds from a thread of its own, until :meth:`close`."""
 
-        task = None
-        if self.textfile is not None:
-            task = asyncio.create_task(keep_textfile(self.expo, self.textfile, self._textfile_failed))
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            self.close()
+        def loop() -> None:
+            while not self._stop.wait(every):
+                self._write_textfile()
+
+        self._writer = threading.Thread(target=loop, name="metrics-textfile", daemon=True)
+        self._writer.start()
 
     def close(self) -> None:
         """The textfile's last write (the final state), then the server's end. Idempotent."""
-        if self.textfile is not None:
-            from cvs_tui.core.export.textfile import write_textfile
-
-            try:
-                write_textfile(self.expo, self.textfile)
-            except OSError as exc:
-                self._textfile_failed(exc)
+        self._stop.set()
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+            self._write_textfile()
         if self.server is not None:
             server, self.server = self.server, None
             server.shutdown()
             server.server_close()
+
+    def _write_textfile(self) -> None:
+        from cvs_tui.core.export.textfile import write_textfile
+
+        assert self.textfile is not None
+        try:
+            write_textfile(self.expo, self.textfile)
+        except OSError as exc:
+            self._textfile_failed(exc)
 
     def _textfile_failed(self, exc: OSError) -> None:
         if not self._warned:  # once: the run goes on, and the next tick tries again
@@ -117,7 +119,7 @@ def start_metrics(args: argparse.Namespace, *, config: str) -> MetricsExport | N
     from cvs_tui.core.export.collector import RunCollector
     from cvs_tui.core.export.exposition import Exposition
     from cvs_tui.core.export.live import LiveRun
-    from cvs_tui.core.export.textfile import check_textfile_path, write_textfile
+    from cvs_tui.core.export.textfile import TEXTFILE_SECONDS, check_textfile_path, write_textfile
 
     live = LiveRun()
     expo = Exposition(RunCollector(live, config=config, public=bool(getattr(args, "public", False))))
@@ -134,6 +136,8 @@ def start_metrics(args: argparse.Namespace, *, config: str) -> MetricsExport | N
         host, bound = export.address
         shown = f"[{host}]" if ":" in host else host
         print(f"cvs-tui: metrics at http://{shown}:{bound}/metrics", file=sys.stderr, flush=True)
+    if path is not None:
+        export.keep_textfile(TEXTFILE_SECONDS)
     return export
 
 

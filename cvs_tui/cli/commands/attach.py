@@ -10,14 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cvs_tui.cli.metrics import MetricsExport, add_metrics_options, start_metrics
+from cvs_tui.cli.metrics import add_metrics_options, start_metrics
 from cvs_tui.core.attach import FollowStats, follow_run_folder
-from cvs_tui.core.events import RunEvent
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.state import RunState
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,11 +40,27 @@ def run(args: argparse.Namespace) -> int:
     info = folder.plan_info()  # a malformed plan.json stops here, as one line, before any view opens
     stats = FollowStats()
     export = start_metrics(args, config=info.get("config", ""))
+    source = follow_run_folder(run_dir, follow=not args.no_follow, stats=stats)
+    if export is not None:
+        source = export.tap(source)
     try:
-        source = follow_run_folder(run_dir, follow=not args.no_follow, stats=stats)
-        if export is not None:
-            source = export.tap(source)
-        view = _view(source, args, info, export)
+        if args.no_ui or not sys.stdout.isatty():
+            from cvs_tui.cli.console import run_console
+
+            view = asyncio.run(run_console(source, ascii=args.ascii))
+        else:
+            from cvs_tui.tui.app import CvsApp
+
+            app = CvsApp(
+                source,
+                title=f"cvs-tui attach {run_dir}",
+                info=info,
+                ascii_only=args.ascii,
+                live=False,  # the run belongs to another process: leaving just closes this view
+                run_dir=run_dir,
+            )
+            app.run(mouse=not args.no_mouse)
+            view = app.view
     finally:
         if export is not None:
             export.close()
@@ -61,35 +74,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"cvs-tui: {run_dir}: the suite has not ended; not a pass", file=sys.stderr)
         return 1
     return 0 if end.passed else 1
-
-
-def _view(
-    source: AsyncIterator[RunEvent],
-    args: argparse.Namespace,
-    info: dict[str, str],
-    export: MetricsExport | None,
-) -> RunState:
-    """The run folder's events shown (headless or in the TUI) until they end or the view is closed."""
-    run_dir: Path = args.run_dir
-    if args.no_ui or not sys.stdout.isatty():
-        from cvs_tui.cli.console import run_console
-
-        async def headless() -> RunState:
-            if export is None:
-                return await run_console(source, ascii=args.ascii)
-            async with export.running():
-                return await run_console(source, ascii=args.ascii)
-
-        return asyncio.run(headless())
-    from cvs_tui.tui.app import CvsApp
-
-    app = CvsApp(
-        source,
-        title=f"cvs-tui attach {run_dir}",
-        info=info,
-        ascii_only=args.ascii,
-        live=False,  # the run belongs to another process: leaving just closes this view
-        run_dir=run_dir,
-    )
-    app.run(mouse=not args.no_mouse)  # the textfile is written at the end (export.close)
-    return app.view

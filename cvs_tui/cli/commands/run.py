@@ -15,7 +15,6 @@ import math
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cvs_tui.cli.metrics import MetricsExport, add_metrics_options, start_metrics
@@ -25,7 +24,6 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.events import RunEvent
 from cvs_tui.core.plan import HOST_KEYS_OFF, Plan, secret_values
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
@@ -156,24 +154,6 @@ async def _main(
     bus = EventBus(folder.events_path)
     suite = Suite(plan, run_dir, bus, options)
     source = bus.subscribe() if export is None else export.tap(bus.subscribe())
-    if export is not None:
-        async with export.running():
-            return await _watch(suite, source, plan, run_dir, folder, ui=ui, args=args)
-    return await _watch(suite, source, plan, run_dir, folder, ui=ui, args=args)
-
-
-async def _watch(
-    suite: Suite,
-    source: AsyncIterator[RunEvent],
-    plan: Plan,
-    run_dir: Path,
-    folder: RunFolder,
-    *,
-    ui: bool,
-    args: argparse.Namespace,
-) -> int:
-    """The suite run under the view (the TUI, or the headless console), to its exit code."""
-    bus = suite.bus
     task = asyncio.create_task(suite.run())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()

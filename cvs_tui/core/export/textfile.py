@@ -9,8 +9,6 @@ validation run itself never depends on it.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 from cvs_tui.core.atomic import write_atomic
@@ -36,18 +34,3 @@ def check_textfile_path(path: Path) -> None:
 def write_textfile(expo: Exposition, path: Path) -> None:
     """The text exposition into ``path``, atomically (raises OSError)."""
     write_atomic(path, expo.render())
-
-
-async def keep_textfile(
-    expo: Exposition,
-    path: Path,
-    on_error: Callable[[OSError], None],
-    every: float = TEXTFILE_SECONDS,
-) -> None:
-    """Rewrite ``path`` every ``every`` seconds until cancelled; a failed write goes to ``on_error``."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await asyncio.to_thread(write_textfile, expo, path)
-        except OSError as exc:
-            on_error(exc)
