@@ -47,10 +47,8 @@ class RunCollector(Collector):
         current = state.current_run
         for rv in runs:
             self._run(fam, rv)
-        if current is not None and current.outcome is None:
-            self._nodes(fam, current, self.live.clock())
-        elif current is not None:
-            self._nodes(fam, current, None)
+        if current is not None:  # the run being watched (or, after the suite, the last one)
+            self._nodes(fam, current, self.live.clock() if current.outcome is None else None)
         for rank, hv in sorted(dict(state.health).items()):
             labels = [config, str(rank), self._hosts(hv.host)]
             fam["cvs_tui_node_health_findings"].add_metric([*labels, Severity.FATAL.value], hv.fatal)
