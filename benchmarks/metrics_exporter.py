@@ -30,7 +30,10 @@ time is the fair figure, the wall time holds the waits for a core):
   69.1 and 74.2 us). Against the whole fan-out's 68-75 us a line at 256 nodes (README, quiet machine):
   +1.5 % at 15 s scrapes.
 - ``fanout.py --nodes 256`` without and with ``--exporter``: its 256 streams did not all open within its
-  120 s at load 50-68, twice; at 16 nodes (a check of --exporter) the scrapes took 3.1 ms p50.
+  120 s at load 50-68 (three tries, the run without the exporter too). At 64 nodes, 15 s, scraped every
+  second, two interleaved pairs at load 35-45: 140 -> 143 and 156 -> 169 us per line (17.9 -> 18.3 % and
+  19.9 -> 21.6 % of a core), medians 148 -> 156 (+5.4 %; the pairs disagree by 6 points: noise of this
+  machine), scrapes 10.8 and 88 ms p50 (wall).
 """
 
 from __future__ import annotations
