@@ -1,7 +1,7 @@
 """Fan-out: many nodes streaming at once through the live path; core CPU use and line -> event latency.
 
     python benchmarks/fanout.py [--nodes 64] [--rate 20] [--seconds 20] [--profile out.prof]
-                                [--coalesce S] [--transport-only]
+                                [--coalesce S] [--transport-only] [--exporter [--scrape-every S]]
 
 Needs the test infrastructure (``.ci/infra.sh up``; reads ``$CVS_TEST_ROOT/env``, default
 ``/tmp/cvs-ci/env``). Each emulated node is an SSH node of its own to the loopback sshd nodes
@@ -18,7 +18,11 @@ run's latency budget (``coalesce_for(nodes)``: 0.15 s up to 85 nodes, 0.45 s at 
 (``RunExecution._ingest``: the run-folder copy, line split and ``LogLinesEvent``, the parser, one
 ``NodeLogEvent`` per parsed event), every event folded into a :class:`RunState` and published on an
 :class:`EventBus` that writes ``events.jsonl``. ``--transport-only`` reads the streams and nothing
-more (a line's arrival stands in for its event): what SSH and the tailers cost alone.
+more (a line's arrival stands in for its event): what SSH and the tailers cost alone. ``--exporter``
+adds the live metrics export (``--metrics-port``, core/export/): every event also folded into its
+``LiveRun``, its HTTP endpoint on 127.0.0.1, scraped every ``--scrape-every`` seconds (1) by a separate
+process (the scraper's CPU is Prometheus's, not counted; the endpoint's thread is this process's, counted);
+``benchmarks/metrics_exporter.py`` runs both and prints them side by side.
 
 Printed: CPU time (user + system) over the streaming window of this process (``resource.getrusage``)
 and of its ``ssh`` processes (sampled from /proc once a second; the sampling's own CPU is taken off
@@ -134,6 +138,25 @@ with open(out, "w") as f:
 """
 
 
+# The scraper (--exporter) stands in for Prometheus: a process of its own, so its CPU is not counted.
+SCRAPER = r"""
+import json, signal, sys, time, urllib.request
+url, every, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+took = []
+def done(*_):
+    with open(out, "w") as f:
+        json.dump(took, f)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
+while True:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=30) as r:
+        n = len(r.read())
+    took.append((time.perf_counter() - t, n))
+    time.sleep(every)
+"""
+
+
 def proc_ticks(pids: set[int]) -> dict[int, int]:
     """{pid: CPU clock ticks (user + system) so far} of the live processes among ``pids``."""
     ticks = {}
@@ -205,6 +228,10 @@ async def main() -> int:
     ap.add_argument(
         "--coalesce", type=float, help="the tailers' latency budget, s (default: a live run's, coalesce_for)"
     )
+    ap.add_argument("--exporter", action="store_true", help="with the live metrics export, scraped")
+    ap.add_argument(
+        "--scrape-every", type=float, default=1.0, help="with --exporter: seconds between scrapes"
+    )
     ap.add_argument(
         "--transport-only",
         action="store_true",
@@ -232,9 +259,25 @@ async def main() -> int:
     bus = EventBus(local / "events.jsonl")
     state = RunState()
 
+    live, scraper, scrapes_out = None, None, local / "scrapes.json"
+    took: list[tuple[float, int]] = []  # (seconds, bytes) of each scrape
+    if args.exporter:  # what a front-end's stream tapped by --metrics-port folds, and its endpoint
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        from cvs_tui.core.export.collector import RunCollector
+        from cvs_tui.core.export.live import LiveRun
+
+        live = LiveRun()
+        registry = CollectorRegistry()
+        registry.register(RunCollector(live, config="fanout.json"))
+        server, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+
     def emit(ev: RunEvent) -> None:  # what the suite's emit does: fold, then publish
         state.apply(ev)
         bus.publish(ev)
+        if live is not None:
+            live.apply(ev)
         if isinstance(ev, NodeLogEvent) and isinstance(ev.event, StepEvent):
             arrived[ev.node][ev.event.step] = time.monotonic()
 
@@ -301,6 +344,10 @@ async def main() -> int:
             ChildCPU(lambda: set().union(*(getattr(t, "stream_pids", set()) for t in transports))),
         )
         sampler = asyncio.create_task(kids.sample())
+        if live is not None:
+            scraper = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", SCRAPER, url, str(args.scrape_every), str(scrapes_out)
+            )
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", WRITER, json.dumps(paths), str(args.rate), str(args.seconds), str(out)
         )
@@ -308,6 +355,10 @@ async def main() -> int:
         await asyncio.wait(readers, timeout=60)
         ru1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         sampler.cancel()
+        if scraper is not None:
+            scraper.terminate()
+            await scraper.wait()
+            took = json.loads(scrapes_out.read_text()) if scrapes_out.exists() else []
         via_ssh = sum(1 for t in transports if getattr(t, "follow_client", "") == "ssh")
         if prof is not None:
             prof.disable()
@@ -356,6 +407,12 @@ async def main() -> int:
         f"line -> event latency: p50 {1000 * pct(lat, 50):.1f} ms, p95 {1000 * pct(lat, 95):.1f} ms, "
         f"max {1000 * max(lat):.1f} ms (upstream CVS: 60-120 s)"
     )
+    if took:
+        print(
+            f"exporter: {len(took)} scrapes every {args.scrape_every:g} s, each {took[-1][1]} "
+            f"bytes; scrape time p50 {1000 * pct([t for t, _ in took], 50):.1f} ms, "
+            f"max {1000 * max(t for t, _ in took):.1f} ms"
+        )
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     return 0 if got == lines and identical else 1
 

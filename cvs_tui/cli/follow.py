@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cvs_tui.cli.commands.analyze import print_summary
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
+from cvs_tui.cli.metrics import MetricsExport, start_metrics
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import local_cluster
@@ -71,7 +72,14 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     out.mkdir(parents=True, exist_ok=True)
     folder.write_plan(plan)
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
-    results, paths = asyncio.run(_main(plan, key, followers, folder, options, ui=ui, args=args))
+    export = start_metrics(args, config=Path(plan.config_path).name)
+    try:
+        results, paths = asyncio.run(
+            _main(plan, key, followers, folder, options, ui=ui, args=args, export=export)
+        )
+    finally:
+        if export is not None:
+            export.close()
     rewrite_reports_with_history(out, args)
     print_summary(results, paths)
     clean = publish(out, args, loaded=loaded, results=results)
@@ -88,10 +96,11 @@ async def _main(
     *,
     ui: bool,
     args: argparse.Namespace,
+    export: MetricsExport | None = None,
 ) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
     session = FollowSession(plan, key, followers, folder.path, emit=bus.publish, options=options)
-    source = bus.subscribe()
+    source = bus.subscribe() if export is None else export.tap(bus.subscribe())
     task = asyncio.create_task(session.follow())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()

@@ -334,9 +334,17 @@ class RunState:
             known = self._lowest[rv.key] = (len(rv.nodes), min(rv.nodes))
         return known[1]
 
+    def apply_progress(self, ev: NodeLogEvent) -> None:
+        """A parsed step's progress alone (step, step time, tokens/s, the training state), not its loss:
+        for a reader that shows no loss (the metrics export, ``core/export/live.py``)."""
+        self.events_seen += 1
+        self.version += 1
+        rv = self.runs.get(ev.run) or self.run(ev.run)
+        nv = rv.nodes.get(ev.node) or rv.node(ev.node)
+        if isinstance(ev.event, StepEvent):
+            self._step_progress(nv, ev.event)
+
     def _apply_step(self, rv: RunView, nv: NodeView, node: int, le: StepEvent) -> None:
-        nv.step = le.step
-        nv.phase = ""
         loss = nv.loss = le.loss
         if loss - loss == 0.0:  # finite (math.isfinite without the call; NaN and inf give NaN)
             nv.losses.append(loss)
@@ -344,6 +352,12 @@ class RunState:
                 rv.loss_curve[le.step] = loss
                 if len(rv.loss_curve) > LOSS_CURVE_POINTS:
                     rv.loss_curve = thin_curve(rv.loss_curve, LOSS_CURVE_POINTS)
+        self._step_progress(nv, le)
+
+    @staticmethod
+    def _step_progress(nv: NodeView, le: StepEvent) -> None:
+        nv.step = le.step
+        nv.phase = ""
         seconds = le.seconds
         if seconds is not None and le.kind is StepKind.TRAIN:
             nv.step_seconds = seconds

@@ -16,7 +16,8 @@
 # CVS_STANDIN_FAIL_RANK (default 1) is the failing rank of crash/fatal; the other ranks then wait
 # forever, as real ranks wait on a collective with a dead peer. CVS_STANDIN_STEP_SLEEP (default 0.05)
 # is the pause between steps (raise it for a slowly streaming run). CVS_STANDIN_START_SLEEP (default 0)
-# is a pause before the first step (start-up/compile time).
+# is a pause before the first step (start-up/compile time). CVS_STANDIN_SLOW_RANK (default: none) pauses
+# CVS_STANDIN_SLOW_SLEEP seconds between its steps instead: a node that lags the others.
 # Every mode first dumps its environment and its YAML between markers, so tests can check what
 # reached the node.
 set -u
@@ -26,6 +27,7 @@ MODE=${MODE:-${CVS_STANDIN_MODE:-clean}}
 RANK=${NODE_RANK:-0}
 FAIL_RANK=${CVS_STANDIN_FAIL_RANK:-1}
 SLEEP=${CVS_STANDIN_STEP_SLEEP:-0.05}
+if [ "$RANK" = "${CVS_STANDIN_SLOW_RANK:-none}" ]; then SLEEP=${CVS_STANDIN_SLOW_SLEEP:-0.5}; fi
 STEPS=$(sed -n 's/^steps: *\([0-9][0-9]*\).*/\1/p' "$CONFIG" | head -n 1)
 STEPS=${STEPS:-10}
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cvs_tui.cli.commands.history import record, trend_of
+from cvs_tui.cli.metrics import add_metrics_options
 from cvs_tui.cli.options import add_history_option, add_public_options, resolve_config_arg
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.atomic import FILE_MODE, write_atomic
@@ -100,6 +101,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--ascii", action="store_true", help="ASCII-only drawing characters")
     add_public_options(p)
     add_history_option(p)
+    add_metrics_options(p)
     p.set_defaults(handler=run)
 
 
@@ -147,6 +149,13 @@ def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.follow:
+        for flag in ("metrics_port", "metrics_textfile"):
+            if getattr(args, flag) is not None:
+                name = "--" + flag.replace("_", "-")
+                raise UserError(
+                    f"{name}: only with --follow (finished logs have no live series); add --follow"
+                )
     loaded = load_config(resolve_config_arg(args.config))
     if args.follow:
         from cvs_tui.cli.follow import run_follow

@@ -12,6 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from cvs_tui.cli.metrics import add_metrics_options, start_metrics
 from cvs_tui.core.attach import FollowStats, follow_run_folder
 from cvs_tui.core.run_folder import RunFolder
 
@@ -28,6 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (text selection)")
     p.add_argument("--ascii", action="store_true", help="ASCII only (Linux console, PuTTY)")
     p.add_argument("--no-follow", action="store_true", help="show what is there now and stop reading")
+    add_metrics_options(p)
     p.set_defaults(handler=run)
 
 
@@ -37,24 +39,31 @@ def run(args: argparse.Namespace) -> int:
     folder.require_events()
     info = folder.plan_info()  # a malformed plan.json stops here, as one line, before any view opens
     stats = FollowStats()
+    export = start_metrics(args, config=info.get("config", ""))
     source = follow_run_folder(run_dir, follow=not args.no_follow, stats=stats)
-    if args.no_ui or not sys.stdout.isatty():
-        from cvs_tui.cli.console import run_console
+    if export is not None:
+        source = export.tap(source)
+    try:
+        if args.no_ui or not sys.stdout.isatty():
+            from cvs_tui.cli.console import run_console
 
-        view = asyncio.run(run_console(source, ascii=args.ascii))
-    else:
-        from cvs_tui.tui.app import CvsApp
+            view = asyncio.run(run_console(source, ascii=args.ascii))
+        else:
+            from cvs_tui.tui.app import CvsApp
 
-        app = CvsApp(
-            source,
-            title=f"cvs-tui attach {run_dir}",
-            info=info,
-            ascii_only=args.ascii,
-            live=False,  # the run belongs to another process: leaving just closes this view
-            run_dir=run_dir,
-        )
-        app.run(mouse=not args.no_mouse)
-        view = app.view
+            app = CvsApp(
+                source,
+                title=f"cvs-tui attach {run_dir}",
+                info=info,
+                ascii_only=args.ascii,
+                live=False,  # the run belongs to another process: leaving just closes this view
+                run_dir=run_dir,
+            )
+            app.run(mouse=not args.no_mouse)
+            view = app.view
+    finally:
+        if export is not None:
+            export.close()
     if stats.skipped_lines:
         print(
             f"cvs-tui: warning: {run_dir}/events.jsonl: skipped {stats.skipped_lines} unreadable line(s)",

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
+from cvs_tui.cli.metrics import MetricsExport, add_metrics_options, start_metrics
 from cvs_tui.cli.options import add_history_option, add_public_options, add_target_args, load_target
 from cvs_tui.cli.publish import publish
 from cvs_tui.core.bus import EventBus
@@ -77,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="S",
         help=f"... and at least S seconds ({d.hang_min_s:g})",
     )
+    add_metrics_options(p)
     p.set_defaults(handler=run)
 
 
@@ -129,7 +131,12 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
         resume=run_dir if args.resume else None,
     )
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty()
-    rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args))
+    export = start_metrics(args, config=Path(plan.config_path).name)
+    try:
+        rc = asyncio.run(_main(loaded, plan, run_dir, options, ui=ui, args=args, export=export))
+    finally:
+        if export is not None:
+            export.close()
     if rc not in (0, 1):
         return rc
     rewrite_reports_with_history(run_dir, args)
@@ -146,11 +153,12 @@ async def _main(
     *,
     ui: bool,
     args: argparse.Namespace,
+    export: MetricsExport | None = None,
 ) -> int:
     folder = RunFolder(run_dir)
     bus = EventBus(folder.events_path)
     suite = Suite(plan, run_dir, bus, options)
-    source = bus.subscribe()
+    source = bus.subscribe() if export is None else export.tap(bus.subscribe())
     task = asyncio.create_task(suite.run())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()
