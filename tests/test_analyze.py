@@ -318,3 +318,52 @@ def test_a_phase_two_that_did_not_restore_fails(tmp_path: Path) -> None:
     p2 = next(r for r in res.runs if r.key == "CKPT-2")
     resumed = verdict(p2, "checkpoint.resumed")
     assert resumed.status == "FAIL" and "no checkpoint restore" in resumed.message
+
+
+def test_analyze_of_a_live_run_folder_keeps_what_only_the_live_run_knew(tmp_path: Path) -> None:
+    """A live run failed by node health (its training log is healthy) and a node stopped by cvs-tui (exit
+    143, its own SIGTERM): analyze of its folder re-judges the logs, keeps the live outcome, the health
+    findings and metrics and the exit codes, and its note says which is which."""
+    from cvs_tui.core.results import HealthFindingRecord, MetricRecord, write_results
+
+    key = "BS=2,PRECISION=BF16,SL=128"
+    cfg = write_config(tmp_path, steps=20, runs=[key])
+    loaded = load_config(cfg)
+    folder = tmp_path / "run-live"
+    (folder / "logs" / loaded.runs[0].slug).mkdir(parents=True)
+    shutil.copy(FIXTURES / "single_20steps.log", folder / "logs" / loaded.runs[0].slug / "node0.log")
+    first = analyze_paths(loaded, [folder])
+    assert first.runs[0].status == "PASS"  # the log alone is healthy
+    why = "node health: amdgpu_reset on localhost: amdgpu 0000:08:00.0: amdgpu: GPU reset begin!"
+    finding = HealthFindingRecord(
+        node=0,
+        signature="amdgpu_reset",
+        severity="fatal",
+        line=why[31:],
+        kernel_time=1.0,
+        wall_time=2.0,
+        run=key,
+    )
+    live = first.model_copy(update={"source": "live"})
+    live.runs[0] = live.runs[0].model_copy(
+        update={
+            "outcome": "failed",
+            "status": "FAIL",
+            "reason": why,
+            "root_cause_node": 0,
+            "health_findings": [finding],
+            "nodes": [live.runs[0].nodes[0].model_copy(update={"exit_code": 143})],
+            "metrics": [
+                *live.runs[0].metrics,
+                MetricRecord(name="health.findings.fatal", value=1.0, unit="count", text="1"),
+            ],
+        }
+    )
+    write_results(live, folder / "results.json")
+    again = analyze_paths(loaded, [folder]).runs[0]
+    assert again.outcome == "failed" and again.status == "FAIL" and again.reason == why
+    assert "143" not in again.reason  # never blamed on cvs-tui's own SIGTERM
+    assert [f.signature for f in again.health_findings] == ["amdgpu_reset"]
+    assert again.nodes[0].exit_code == 143
+    note = next(n for n in again.notes if n.startswith("re-judged from the logs"))
+    assert "1 node-health finding(s)" in note and "its outcome (failed" in note

@@ -14,14 +14,14 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.events import LogEvent, MetricsFileStep, StepEvent
+from cvs_tui.core.events import LogEvent, MetricsFileStep, RunOutcome, StepEvent
 from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
 from cvs_tui.core.judge.finalize import base_results, run_context
@@ -33,7 +33,7 @@ from cvs_tui.core.judge.table import KINDS, StepCollector, refined_losses
 from cvs_tui.core.judge.verdicts import FAIL
 from cvs_tui.core.parse.metrics_file import parse_metrics_file
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
-from cvs_tui.core.results import Results, RunRecord, StageRecord
+from cvs_tui.core.results import Results, RunRecord, StageRecord, load_results
 from cvs_tui.core.run_folder import RunFolder, node_logs_in
 
 # MaxText's metrics_file next to a node log: `node0.log` -> `node0.metrics.jsonl`
@@ -214,11 +214,15 @@ def judge_node_logs(
     error_patterns: dict[str, str] | None,
     hosts: Sequence[str] | None = None,
     workers: int | None = None,
+    live: RunRecord | None = None,
 ) -> tuple[RunRecord, dict[int, float] | None]:
     """Judge a finished (or crashed) run from its node logs on disk, index = rank. Each log is parsed and
     digested on its own (in a worker process for big logs), so this process holds no node's steps; see
     :mod:`cvs_tui.core.judge.node`. Also returns, when the record's step series were bounded and the
-    run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume)."""
+    run is one the checkpoint-resume verdicts read, its losses by step (see judge_checkpoint_resume).
+
+    ``live``: the record the live run wrote for this run (a run folder's results.json): what only the
+    live run could see is kept (see :func:`live_only`) and the record's notes say which is which."""
     paths = [Path(p) for p in node_logs]
     ctx = run_context(run.judge, len(paths))
     keep = run.kind in _RESUME_KINDS
@@ -236,9 +240,61 @@ def judge_node_logs(
             for i, p in enumerate(paths)
         ]
         digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
-        record = judge_run(run, digests)
+        kept = live_only(live, len(paths))
+        record = judge_run(run, digests, **kept)
+    if live is not None:
+        record = with_live_only(record, live, kept)
     first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
     return record, first.losses if first is not None else None
+
+
+def live_only(live: RunRecord | None, nodes: int) -> dict[str, Any]:
+    """What a live run knew that its logs do not say, as judge_run's inputs: the trainers' exit codes,
+    the outcome its watchdog or cvs-tui itself decided (a hang, a stop, a node-health failure: never
+    re-derived from an exit code 143 that was cvs-tui's own SIGTERM) and the run's node-health metrics."""
+    if live is None or len(live.nodes) != nodes:
+        return {}
+    kept: dict[str, Any] = {"exit_codes": [n.exit_code for n in live.nodes]}
+    if live.outcome != RunOutcome.COMPLETE.value and live.reason:
+        kept |= {"outcome": RunOutcome(live.outcome), "reason": live.reason}
+        kept["root_cause_node"] = live.root_cause_node
+    health = {m.name: m.value for m in live.metrics if m.name.startswith("health.") and m.value is not None}
+    if health:
+        kept["health"] = health
+    return kept
+
+
+def with_live_only(record: RunRecord, live: RunRecord, kept: Mapping[str, Any]) -> RunRecord:
+    """The re-judged record with the live run's health findings, and a note saying what was re-judged
+    from the logs and what was kept from the live run."""
+    what = []
+    if live.health_findings:
+        what.append(f"{len(live.health_findings)} node-health finding(s)")
+    if "outcome" in kept:
+        what.append(f"its outcome ({live.outcome}: {live.reason})")
+    if "exit_codes" in kept:
+        what.append("the trainers' exit codes")
+    if "health" in kept:
+        what.append("its node-health metrics")
+    if not what:
+        return record
+    note = "re-judged from the logs; kept from the live run (not in the logs): " + "; ".join(what)
+    update: dict[str, Any] = {"health_findings": list(live.health_findings), "notes": [*record.notes, note]}
+    if "exit_codes" in kept:
+        update["nodes"] = [
+            n if n.exit_code is not None else n.model_copy(update={"exit_code": code})
+            for n, code in zip(record.nodes, kept["exit_codes"], strict=False)
+        ]
+    if "outcome" in kept:
+        # the live run knew why it ended the run (a node-health finding, a hang, its own stop): a
+        # trainer's exit code 143 in the log is that stop's SIGTERM, never the cause
+        update |= {
+            "outcome": live.outcome,
+            "reason": live.reason,
+            "root_cause_node": live.root_cause_node,
+            "status": "FAIL",
+        }
+    return record.model_copy(update=update)
 
 
 def analyze_node_logs(
@@ -251,6 +307,19 @@ def analyze_node_logs(
 ) -> RunRecord:
     """Judge a finished (or crashed) run from its node logs on disk, index = rank (see judge_node_logs)."""
     return judge_node_logs(run, node_logs, error_patterns=error_patterns, hosts=hosts, workers=workers)[0]
+
+
+def _live_results(paths: Sequence[str | Path]) -> Results | None:
+    """The results.json a live run wrote into the run folder being analyzed; None for plain logs, an
+    analyze output, or a file that cannot be read (then everything is judged from the logs alone)."""
+    ps = [Path(p) for p in paths]
+    if not _is_run_folder(ps):
+        return None
+    try:
+        res = load_results(RunFolder(ps[0]).results_path)
+    except (OSError, ValueError, UserError):
+        return None
+    return res if res.source == "live" else None
 
 
 def _is_run_folder(ps: Sequence[Path]) -> bool:
@@ -384,6 +453,10 @@ def analyze_paths(
     inputs = resolve_log_inputs(plan, paths, run_key)
     hosts = _plan_hosts(paths)
     results = base_results(plan, source="analyze")
+    live = _live_results(paths)
+    live_runs = {r.key: r for r in live.runs} if live is not None else {}
+    if live is not None:
+        results.node_health = list(live.node_health)  # read on the nodes while they ran: not in the logs
     runs: dict[str, RunRecord] = {}
     losses: dict[str, dict[int, float]] = {}
     times: dict[str, tuple[float, float]] = {}
@@ -394,6 +467,7 @@ def analyze_paths(
             logs,
             error_patterns=plan.error_patterns,
             hosts=hosts if hosts and len(hosts) == len(logs) else None,
+            live=live_runs.get(key),
         )
         if exact is not None:
             losses[key] = exact
