@@ -95,15 +95,20 @@ class Detector:
         def has(*needles: str) -> bool:
             return any(n in low for n in needles)
 
-        if has("private key"):
+        if has("private key", "putty-user-key-file"):
             found += d._pem_hits(text)
+        found += d.secret_hits(text, low)
         found += d._ipv4_hits(text, mode)
         if has(":"):
             found += d._ipv6_hits(text, mode)
         if has("@"):
             found += d._email_hits(text)
-        if has("/home/", "/users/", "/root"):
+        if has("/home/", "/users/", "/root", ":\\users", ":\\\\users", ":/users", "documents and settings"):
             found += d._home_hits(text)
+        if has("guid", ":"):
+            found += d._guid_hits(text)
+        if has("-n", "namespace"):
+            found += d._namespace_hits(text)
         for rx, cat, needles in d._GROUP_RULES:  # before the host rules: they win a tie (`--nodelist=x[1-2]`)
             if has(*needles):
                 found += d._group_hits(rx, text, cat)
@@ -115,8 +120,11 @@ class Detector:
             found += d._nodelist_hits(text)
         if has("-"):
             found += d._pod_hits(text)
+            found += d._replica_pod_hits(text)
         if has("addr", "host", "node", "coordinator", "user", "logname", "login", "name", ":"):
             found += d._assign_hits(text)
+        if "<" in text or "&lt" in text:
+            found = [h for h in found if not _only_placeholders(h.value)]
         return self.resolve(text, found) if resolve else found
 
     @staticmethod
@@ -126,6 +134,20 @@ class Detector:
         if spans:
             found = [h for h in found if not _inside(spans, h.start, h.end)]
         return resolve_overlaps(found)
+
+
+# a placeholder as it stands in text, HTML-escaped in markup, and the pieces of one a rule may cut off
+_PLACEHOLDER_PIECES = re.compile(r"(?:<|&lt;)[a-z]+(?:-[a-z]+)?(?:-\d+)?(?:>|&gt;)|&lt;?|&gt;?|&amp;?")
+
+
+def _only_placeholders(value: str) -> bool:
+    """A hit that holds nothing but placeholders (`&lt;token&gt;`, `&lt` cut at its `;`) and punctuation:
+    what an earlier pass left, not a private value; learning it would make every escaped placeholder a
+    leftover."""
+    if "<" not in value and "&" not in value:
+        return False
+    rest = _PLACEHOLDER_PIECES.sub("", value)
+    return not any(c.isalnum() for c in rest)
 
 
 def _inside(spans: list[tuple[int, int]], start: int, end: int) -> bool:

@@ -1,0 +1,88 @@
+"""The secret detectors, loaded from `secret_rules.toml` (the rules are data: one entry per shape).
+
+Each rule names the secret by its first matching group; a rule runs only on text holding one of its
+needles. ``secret_hits`` yields one hit per secret found, category `token` (or `key` for a private key
+body). Values that are clearly not secrets (placeholders, numbers, booleans, `${VAR}` references, masks)
+are skipped for the key=value rules.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+
+from cvs_tui.core.privacy.context import PLACEHOLDER
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    id: str
+    description: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]
+    category: str = "token"
+    skip_plain: bool = False  # a key=value rule: skip values that cannot be secrets
+    skip_keys: re.Pattern[str] | None = None  # a key=value rule: keys that name no secret value
+
+
+def _load() -> tuple[SecretRule, ...]:
+    raw = tomllib.loads(resources.files(__package__).joinpath("secret_rules.toml").read_text("utf-8"))
+    rules = []
+    for r in raw["rule"]:
+        rules.append(
+            SecretRule(
+                id=r["id"],
+                description=r["description"],
+                pattern=re.compile(r["regex"]),
+                needles=tuple(n.lower() for n in r["needles"]),
+                category=r.get("category", "token"),
+                skip_plain=bool(r.get("skip_plain", False)),
+                skip_keys=re.compile(r["skip_keys"]) if "skip_keys" in r else None,
+            )
+        )
+    return tuple(rules)
+
+
+RULES: tuple[SecretRule, ...] = _load()
+
+_NOT_SECRET = frozenset(
+    {"none", "null", "nil", "true", "false", "yes", "no", "on", "off", "undefined", "***"}
+)
+_KEY_AFTER = re.compile(r"[\"']?[ \t]{0,8}(?:=(?!=)|:(?:[ \t]|$))", re.M)
+_NUMBER = re.compile(r"[-+]?[\d.,_]+(?:e[-+]?\d+)?%?", re.I)
+
+
+def plain_value(value: str) -> bool:
+    """A value after a secret-named key that cannot be a secret: a placeholder, a number, a boolean, a
+    reference (`$VAR`, `${VAR}`, `<...>`), a mask (`***`), or punctuation only."""
+    v = value.strip()
+    if len(v) < 3 or v.lower() in _NOT_SECRET or PLACEHOLDER.fullmatch(v) or _NUMBER.fullmatch(v):
+        return True
+    if v.startswith(("$", "<", "%(")) or set(v) <= set("*xX.-_#•"):
+        return True
+    return not any(c.isalnum() for c in v)
+
+
+def secret_hits(text: str, low: str) -> Iterable[tuple[int, int, str, str, str]]:
+    """(start, end, category, value, rule id) for every secret in ``text`` (``low`` is its lower case)."""
+    for rule in RULES:
+        if not any(n in low for n in rule.needles):
+            continue
+        rx = rule.pattern
+        pos = 0
+        while (m := rx.search(text, pos)) is not None:
+            g = next((i for i in range(1, (rx.groups or 0) + 1) if m.group(i) is not None), 0)
+            value = m.group(g)
+            pos = m.end() if m.end() > pos else pos + 1
+            if rule.skip_plain:
+                if _KEY_AFTER.match(text, m.end(g)):
+                    pos = m.start(g)  # `credentials: aws_secret_access_key = v`: the value is the next key
+                    continue
+                if plain_value(value) or (
+                    rule.skip_keys is not None and rule.skip_keys.search(text, m.start(), m.start(g))
+                ):
+                    continue
+            yield m.start(g), m.end(g), rule.category, value, rule.id
