@@ -416,7 +416,12 @@ def finalize_digests(run: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecor
         result.notes.append(curve_note(count, cap))
     if thinned:
         result.notes.append(series_note(thinned, cap, run_window=wcount))
-    decided = decide_outcome(slim, run.steps, final_loss=result.metrics.get("training.final_loss"))
+    decided = decide_outcome(
+        slim,
+        run.steps,
+        final_loss=result.metrics.get("training.final_loss"),
+        empty_nodes=[d.rank for d in digests if d.record.lines == 0],
+    )
     verdicts = run_verdicts(run, result, decided[0])
     result.loss_curve_points = curve_points(result.loss_curve_points, cap)
     nodes = [

@@ -48,8 +48,10 @@ def decide_outcome(
     reason: str = "",
     root_cause_node: int | None = None,
     final_loss: MetricValue | None = None,
+    empty_nodes: Sequence[int] = (),
 ) -> tuple[RunOutcome, str, int | None]:
-    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept."""
+    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept.
+    ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run fails."""
     fatal = [(i, h) for i, evs in enumerate(node_events) for h in _fatal_hits(evs)[:1]]
     first_fatal: tuple[int, str] | None = None
     if fatal:
@@ -82,6 +84,11 @@ def decide_outcome(
         return RunOutcome.FAILED, f"node {node} exited with code {code}", node
     if outcome is RunOutcome.FAILED:
         return outcome, reason or "the run failed", root_cause_node
+    if empty_nodes:
+        # an empty log (or a followed file that never appeared) is no evidence that the rank ran (M1)
+        i = empty_nodes[0]
+        more = f" (also node(s) {list(empty_nodes[1:])})" if len(empty_nodes) > 1 else ""
+        return RunOutcome.FAILED, f"node {i} log is empty: nothing shows that this rank ran{more}", i
     last = [max((e.step for e in evs if isinstance(e, StepEvent)), default=None) for evs in node_events]
     logged = [x for x in last if x is not None]
     if not logged:

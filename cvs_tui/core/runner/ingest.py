@@ -48,6 +48,8 @@ class RankLog:
     local_log: Path
     parser: NodeLogParser
     events: list[LogEvent] = field(default_factory=list)  # what the judge judges (warnings capped)
+    # False where the judge reads the copy on disk instead (follow mode): nothing is kept per step (M6)
+    keep_events: bool = True
     lines: int = 0
     partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
     cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
@@ -72,7 +74,7 @@ def feed_rank(
         batch = tuple(lines[i : i + LINES_BATCH])
         emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
     r.lines += len(lines)
-    append = r.events.append
+    append = r.events.append if r.keep_events else _discard
     for ev in r.parser.feed(chunk):
         if isinstance(ev, StepEvent):  # nearly every event: first, without the checks below
             append(ev)
@@ -101,10 +103,15 @@ def feed_rank(
     return lines
 
 
+def _discard(_ev: LogEvent) -> None:
+    """RankLog.events' append where nothing is kept."""
+
+
 def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:
     """The parser's last events (an unfinished last record), published and kept for the judge."""
     for ev in r.parser.finish():
-        r.events.append(ev)
+        if r.keep_events:
+            r.events.append(ev)
         emit(NodeLogEvent(run=run, node=r.watch.rank, event=ev))
 
 
