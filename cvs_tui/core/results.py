@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.inputfile import RESULTS_MAX, InputFileError, read_text_capped
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 from cvs_tui.core.textsafe import mask_secrets
 
@@ -408,11 +409,13 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     """Read a results.json; any problem is a UserError naming the file and the fix."""
     p = Path(path)
     try:
-        data = loads_strict(p.read_text(encoding="utf-8"), finite=False)
+        data = loads_strict(read_text_capped(p, RESULTS_MAX), finite=False)
     except FileNotFoundError:
         raise UserError(
             f"{p}: no such results file; pass the results.json a run or `analyze` wrote"
         ) from None
+    except InputFileError as exc:
+        raise UserError(f"{exc}; pass the results.json a run or `analyze` wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{p}: cannot read ({exc.__class__.__name__}: {exc})") from None
     except json.JSONDecodeError as exc:
