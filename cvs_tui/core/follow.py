@@ -275,7 +275,9 @@ class StreamFollower:
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
         stop_task = asyncio.ensure_future(self._stop.wait())
         try:
-            while True:
+            # a writer that never pauses always has a read ready: look at stop() before each read, or
+            # following would never end (what is already buffered is not waited for)
+            while not self._stop.is_set():
                 read_task = asyncio.ensure_future(reader.read(self.chunk_size))
                 done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
                 if read_task not in done:
