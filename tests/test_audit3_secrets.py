@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,15 @@ def test_public_leftover_names_the_public_copy(
     assert publish(run, args) is False
     err = capsys.readouterr().err
     assert f"{run / 'public' / 'blob.bin'}:" in err and "tmp" not in err.replace(str(tmp_path), "")
+
+
+def test_a_big_node_list_is_found_through_one_shape(tmp_path: Path) -> None:
+    """RB05/RB08 (M9): the 4096 names `gpu[0001-4096]` teaches are found by one pattern and a table (each
+    name was a search of the whole text); every learned name is replaced, a name outside the list stays."""
+    text = (
+        "nodes gpu[0001-4096] allocated\n" + "step ok\n" * 100 + "gpu0077 slow; gpu4096 ok; gpu5000 spare\n"
+    )
+    out = Scrubber().scrub_text(text)
+    last = out.splitlines()[-1]
+    assert "gpu0077" not in last and "gpu4096" not in last and "gpu5000 spare" in last
+    assert re.fullmatch(r"<host-\d+> slow; <host-\d+> ok; gpu5000 spare", last), last

@@ -35,6 +35,10 @@ _CARD_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_DIGIT_RUN = re.compile(r"\d+")
+_SHAPE_GROUP_MIN = 8  # terms of one shape past which one pattern and a table beat a search per term
+
+
 def _term_regex(term: DenyTerm) -> re.Pattern[str]:
     flags = 0 if term.category == "token" else re.IGNORECASE
     return re.compile(rf"(?<![{d._ALNUM}]){re.escape(term.value)}(?![{d._ALNUM}])", flags)
@@ -72,19 +76,52 @@ class Detector:
         return len(self._terms)
 
     def _term_hits(self, text: str, first: int = 0) -> list[Hit]:
+        """Hits of the terms from ``first`` on. Terms that differ only in their digits (the 4096 names a
+        `gpu[0001-4096]` node list teaches) share one pattern run once over the text, each match looked
+        up in a table: the cost grows with the text and the number of distinct name shapes, not with
+        the number of names (M9)."""
         low = text.lower()
         found: list[Hit] = []
-        for i, (no, term, rx) in enumerate(self._terms[first:], first):
-            needle = term.value if term.category == "token" else term.value.lower()
-            if needle not in (text if term.category == "token" else low):
+        groups: dict[tuple[bool, str], list[int]] = {}
+        for i in range(first, len(self._terms)):
+            term = self._terms[i][1]
+            token = term.category == "token"
+            shape = _DIGIT_RUN.sub("0", term.value if token else term.value.lower())
+            groups.setdefault((token, shape), []).append(i)
+        for (token, _), idx in groups.items():
+            if len(idx) >= _SHAPE_GROUP_MIN:
+                found += self._shape_hits(text, idx, token)
                 continue
-            if rx is None:
-                rx = _term_regex(term)
-                self._terms[i] = (no, term, rx)
-            found += [
-                Hit(m.start(), m.end(), term.category, term.value, no, term.group) for m in rx.finditer(text)
-            ]
+            for i in idx:
+                no, term, rx = self._terms[i]
+                needle = term.value if token else term.value.lower()
+                if needle not in (text if token else low):
+                    continue
+                if rx is None:
+                    rx = _term_regex(term)
+                    self._terms[i] = (no, term, rx)
+                found += [
+                    Hit(m.start(), m.end(), term.category, term.value, no, term.group)
+                    for m in rx.finditer(text)
+                ]
         return found
+
+    def _shape_hits(self, text: str, idx: list[int], token: bool) -> list[Hit]:
+        by_value = {
+            (t.value if token else t.value.lower()): (no, t) for no, t, _ in (self._terms[i] for i in idx)
+        }
+        sample = self._terms[idx[0]][1].value
+        parts = [re.escape(p) for p in _DIGIT_RUN.split(sample)]
+        rx = re.compile(
+            rf"(?<![{d._ALNUM}])" + r"\d+".join(parts) + rf"(?![{d._ALNUM}])", 0 if token else re.IGNORECASE
+        )
+        out: list[Hit] = []
+        for m in rx.finditer(text):
+            hit = by_value.get(m.group() if token else m.group().lower())
+            if hit is not None:
+                no, t = hit
+                out.append(Hit(m.start(), m.end(), t.category, t.value, no, t.group))
+        return out
 
     def hits(self, text: str, mode: Mode = "log", *, resolve: bool = True) -> list[Hit]:
         """Private values in ``text``, one per span (``resolve``) or every hit of every rule (what learning

@@ -26,6 +26,7 @@ class SecretRule:
     category: str = "token"
     skip_plain: bool = False  # a key=value rule: skip values that cannot be secrets
     skip_keys: re.Pattern[str] | None = None  # a key=value rule: keys that name no secret value
+    anchors: tuple[str, ...] = ()  # lower-case words a match starts with: the pattern is tried only there
 
 
 def _load() -> tuple[SecretRule, ...]:
@@ -41,6 +42,7 @@ def _load() -> tuple[SecretRule, ...]:
                 category=r.get("category", "token"),
                 skip_plain=bool(r.get("skip_plain", False)),
                 skip_keys=re.compile(r["skip_keys"]) if "skip_keys" in r else None,
+                anchors=tuple(a.lower() for a in r.get("anchors", ())),
             )
         )
     return tuple(rules)
@@ -66,23 +68,38 @@ def plain_value(value: str) -> bool:
     return not any(c.isalnum() for c in v)
 
 
+def _anchored(rule: SecretRule, text: str, low: str) -> Iterable[re.Match[str]]:
+    """The rule's matches that start at one of its anchors, left to right (overlapping ones too: a key
+    whose value is the next key, `credentials: aws_secret_access_key = v`, leaves that key to match)."""
+    starts: list[int] = []
+    for a in rule.anchors:
+        i = low.find(a)
+        while i >= 0:
+            starts.append(i)
+            i = low.find(a, i + 1)
+    for pos in sorted(set(starts)):
+        m = rule.pattern.match(text, pos)
+        if m is not None:
+            yield m
+
+
 def secret_hits(text: str, low: str) -> Iterable[tuple[int, int, str, str, str]]:
     """(start, end, category, value, rule id) for every secret in ``text`` (``low`` is its lower case)."""
     for rule in RULES:
         if not any(n in low for n in rule.needles):
             continue
-        rx = rule.pattern
-        pos = 0
-        while (m := rx.search(text, pos)) is not None:
-            g = next((i for i in range(1, (rx.groups or 0) + 1) if m.group(i) is not None), 0)
+        for m in _anchored(rule, text, low) if rule.anchors else _unanchored(rule, text):
+            g = next((i for i in range(1, (rule.pattern.groups or 0) + 1) if m.group(i) is not None), 0)
             value = m.group(g)
-            pos = m.end() if m.end() > pos else pos + 1
             if rule.skip_plain:
                 if _KEY_AFTER.match(text, m.end(g)):
-                    pos = m.start(g)  # `credentials: aws_secret_access_key = v`: the value is the next key
-                    continue
+                    continue  # `credentials: aws_secret_access_key = v`: the value is the next key
                 if plain_value(value) or (
                     rule.skip_keys is not None and rule.skip_keys.search(text, m.start(), m.start(g))
                 ):
                     continue
             yield m.start(g), m.end(g), rule.category, value, rule.id
+
+
+def _unanchored(rule: SecretRule, text: str) -> Iterable[re.Match[str]]:
+    return rule.pattern.finditer(text)
