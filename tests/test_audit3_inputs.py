@@ -5,6 +5,7 @@ one line; an allocation without nodes or with thousands of them is planned or re
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import subprocess
@@ -12,10 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _analysis_samples import load_local, sample_results
 
 from cvs_tui.cli.main import main
+from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.inputfile import InputFileError, read_bytes_capped
+from cvs_tui.core.results import load_results
 from cvs_tui.core.runner.slurm import SlurmClient, SlurmError, parse_slurm_args
 from cvs_tui.core.runner.slurm_target import MAX_SLURM_NODES, node_addresses, requested_nodes
 
@@ -107,3 +111,49 @@ def test_addresses_of_twenty_thousand_nodes(tmp_path: Path) -> None:
     nodes = [f"gpu-node-{i:05d}" for i in range(20000)]
     addrs = asyncio.run(node_addresses(client, nodes))
     assert addrs == [f"10.{n}" for n in nodes]
+
+
+@pytest.mark.parametrize(
+    ("cid", "name", "value", "message"),
+    [
+        ("EN00", "FOO\n", "v", "not a valid environment variable name"),
+        ("EV20", "FOO", "a\0b", "NUL"),
+        ("EV17", "FOO", "x" * 200_000, "more than a command line carries"),
+    ],
+)
+def test_env_vars_no_command_can_carry_are_refused(
+    cid: str, name: str, value: str, message: str, tmp_path: Path
+) -> None:
+    """L13 (EN00, EV20, EV17): a name with a newline (`re.match` + `$` let it through), a NUL in a value
+    and a 200 KB value are refused when the cluster file loads, not by every command later."""
+    key = tmp_path / "id"
+    key.write_text("k")
+    p = tmp_path / "cluster.json"
+    data = {
+        "username": "alice",
+        "priv_key_file": str(key),
+        "node_dict": {"10.0.0.1": {}},
+        "env_vars": {name: value},
+    }
+    p.write_text(json.dumps(data))
+    with pytest.raises(UserError) as exc:
+        load_cluster(p)
+    assert any(message in line for line in exc.value.problems), exc.value.problems
+
+
+def test_schema_version_true_is_refused(tmp_path: Path) -> None:
+    """L9 (RJ06): `"schema_version": true` is no version (it passed as 1)."""
+    p = tmp_path / "results.json"
+    p.write_text('{"schema_version": true}')
+    with pytest.raises(UserError, match="schema_version True is not supported"):
+        load_results(p)
+
+
+def test_a_node_that_exited_with_an_error_is_no_pass(tmp_path: Path) -> None:
+    """L10 (RJ25): a results file saying PASS beside a node whose exit code is 1 does not pass."""
+    loaded = load_local(tmp_path)
+    res = sample_results(loaded)
+    assert res.passed
+    node = res.runs[0].nodes[0]
+    res.runs[0].nodes[0] = node.model_copy(update={"exit_code": 1})
+    assert not res.passed

@@ -387,10 +387,12 @@ class Results(_Model):
 
 
 def run_passed(r: RunRecord) -> bool:
-    """One run passes when it completed, says PASS, has no FAIL verdict and every gated verdict is PASS."""
+    """One run passes when it completed, says PASS, has no FAIL verdict, every gated verdict is PASS and
+    no node exited with an error (a crafted or damaged file saying PASS beside one is not a pass: L10)."""
     return (
         r.outcome == "complete"
         and r.status == "PASS"
+        and all(n.exit_code in (0, None) for n in r.nodes)
         and not any(v.status == "FAIL" for v in r.verdicts)
         and all(v.status == "PASS" for v in r.verdicts if v.gated)
     )
@@ -426,7 +428,8 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         raise UserError(f"{p}: not a cvs-tui results file ({exc})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{p}: not a cvs-tui results file (no schema_version)")
-    if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
+    # `true == 1`: a boolean is no version (L9)
+    if isinstance(data["schema_version"], bool) or data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
             f"{p}: schema_version {data['schema_version']!r} is not supported (this cvs-tui reads "
             f"{SCHEMA_VERSION}); re-run `cvs-tui analyze` on the logs"
