@@ -5,6 +5,7 @@ one line; an allocation without nodes or with thousands of them is planned or re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import stat
@@ -16,9 +17,10 @@ import pytest
 from _analysis_samples import load_local, sample_results
 
 from cvs_tui.cli.main import main
-from cvs_tui.core.cluster import load_cluster
+from cvs_tui.core.cluster import load_cluster, local_cluster
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.inputfile import InputFileError, read_bytes_capped
+from cvs_tui.core.plan import build_plan, secret_values
 from cvs_tui.core.results import load_results
 from cvs_tui.core.runner.slurm import SlurmClient, SlurmError, parse_slurm_args
 from cvs_tui.core.runner.slurm_target import MAX_SLURM_NODES, node_addresses, requested_nodes
@@ -157,3 +159,11 @@ def test_a_node_that_exited_with_an_error_is_no_pass(tmp_path: Path) -> None:
     node = res.runs[0].nodes[0]
     res.runs[0].nodes[0] = node.model_copy(update={"exit_code": 1})
     assert not res.passed
+
+
+def test_the_ssh_password_is_masked_in_node_output(tmp_path: Path) -> None:
+    """L14 (PW03): the cluster's SSH password is among the values masked wherever node output is shown."""
+    loaded = load_local(tmp_path)
+    cluster = dataclasses.replace(local_cluster(1), password="Sup3r-S3cret-pw")
+    plan = build_plan(loaded, cluster, out_dir=tmp_path, run_id="t")
+    assert "Sup3r-S3cret-pw" in secret_values(plan)
