@@ -298,3 +298,36 @@ def test_follow_dev_zero_on_the_cli_is_one_line(tmp_path: Path, capsys: pytest.C
     err = capsys.readouterr().err
     assert "/dev/zero is a device" in err
     assert json.dumps(err).count("\\n") == 1
+
+
+def test_attach_reads_events_a_piece_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AT02 (L12): attach reads events.jsonl READ_CAP bytes at a time (it read the whole rest at once) and
+    still yields every event, in order."""
+    from cvs_tui.core import attach
+    from cvs_tui.core.bus import EventBus
+    from cvs_tui.core.events import StageEvent, StageState, SuiteEndEvent
+
+    out = tmp_path / "run"
+    bus = EventBus(out / "events.jsonl")
+    for i in range(60):
+        bus.publish(StageEvent(stage=f"stage-{i}", state=StageState.PASSED, detail="x" * 40, at=float(i)))
+    bus.publish(SuiteEndEvent(passed=True, results_path=None, report_path=None, at=60.0))
+    bus.close()
+
+    async def events() -> list[str]:
+        return [type(ev).__name__ async for ev in attach.follow_run_folder(out, follow=False)]
+
+    whole = asyncio.run(events())
+    reads: list[int] = []
+    orig = attach._read_events
+
+    def spy(path: Path, state: attach._FolderState) -> list[object]:
+        before = state.offset
+        got = orig(path, state)
+        reads.append(state.offset - before)
+        return got  # type: ignore[return-value]
+
+    monkeypatch.setattr(attach, "READ_CAP", 700)
+    monkeypatch.setattr(attach, "_read_events", spy)
+    assert asyncio.run(events()) == whole and "SuiteEndEvent" in whole
+    assert len(reads) > 3 and max(reads) <= 700
