@@ -7,6 +7,8 @@ stops following (audit 3 H2, M6: RB02, RB03, RB09, FF21, FF22).
 Each scenario runs `cvs-tui analyze CONFIG --follow --no-ui` in a fresh process until its copy in the run
 folder holds ``--mb`` MB (the big log: all of it) or ``--seconds`` pass, then sends SIGTERM. Scenarios:
 
+- ``reader-only``: the file follower alone reading that log to its end (no parsing, no judging): its
+  peak RSS shows whether it hands bytes on as it reads (RB02: it read the whole file into a list first);
 - ``file-big``: an existing log of ``--big-mb`` MB (the fixture's step lines renumbered upwards);
 - ``stdin-fast``: a writer sends renumbered step lines on stdin as fast as they are read;
 - ``stdin-zero``: `cat /dev/zero |` on stdin (no newline ever);
@@ -119,7 +121,13 @@ def run_one(tree: Path, name: str, tmp: Path, args: argparse.Namespace, big: Pat
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     proc = subprocess.Popen(
-        cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=cap
+        cmd,
+        stdin=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=cap,
+        cwd=work,  # not a checkout: `-m` puts the working folder before PYTHONPATH
     )
     if helper is not None and helper.stdout is not None:
         helper.stdout.close()
@@ -177,6 +185,39 @@ def run_one(tree: Path, name: str, tmp: Path, args: argparse.Namespace, big: Pat
     }
 
 
+READER = """
+import asyncio, sys, time
+from cvs_tui.core.follow import FileFollower
+async def go():
+    f = FileFollower(sys.argv[1], poll_interval=0.01)
+    t0, n, size = time.monotonic(), 0, int(sys.argv[2])
+    async for data in f.chunks():
+        n += len(data)
+        if n >= size:
+            f.stop()
+    return n, time.monotonic() - t0
+n, s = asyncio.run(go())
+hwm = next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM'))
+print(f"{n / 2**20:.0f} {s:.2f} {hwm / 1024:.0f}")
+"""
+
+
+def reader_only(tree: Path, big: Path) -> str:
+    """The follower alone on the big log (no parsing, no judging): its peak RSS and read rate."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    r = subprocess.run(
+        [sys.executable, "-c", READER, str(big), str(big.stat().st_size)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=big.parent,  # not a checkout: `-c` and `-m` put the working folder before PYTHONPATH
+    )
+    if r.returncode != 0:
+        return f"failed: {r.stderr.strip().splitlines()[-1][:60]}"
+    mb, s, hwm = r.stdout.split()
+    return f"{hwm:>6} MB peak, {mb} MB read in {float(s):5.1f} s"
+
+
 def _fmt(r: dict[str, object]) -> str:
     def s(v: object, f: str) -> str:
         return "-" if v is None else format(v, f)
@@ -197,7 +238,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout, run first with PYTHONPATH set to it")
     ap.add_argument("--only", action="append", help="scenario name (repeatable)")
     args = ap.parse_args()
-    names = args.only or ["file-big", "stdin-fast", "stdin-zero", "fifo-urandom", "dev-zero"]
+    names = args.only or ["reader-only", "file-big", "stdin-fast", "stdin-zero", "fifo-urandom", "dev-zero"]
     with tempfile.TemporaryDirectory(prefix="cvs-follow-bench-") as t:
         tmp = Path(t)
         big = tmp / "big.log"
@@ -208,6 +249,11 @@ def main() -> None:
         )
         for name in names:
             line = f"{name:13}"
+            if name == "reader-only":
+                if args.baseline:
+                    line += f"  before {reader_only(args.baseline, big)}  |"
+                print(f"{line}  after {reader_only(ROOT, big)}", flush=True)
+                continue
             if args.baseline:
                 base = run_one(args.baseline, name, tmp, args, big)
                 line += f"  before {_fmt(base)}  |"

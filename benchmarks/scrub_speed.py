@@ -45,10 +45,13 @@ def make_log(path: Path, mb: int, nodelist: bool) -> None:
             n += 5000
 
 
-def timed(tree: Path, argv: list[str]) -> float:
+def timed(tree: Path, argv: list[str], cwd: Path) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "cvs_tui", *argv], env=env, capture_output=True, check=False)
+    # cwd is no checkout: `-m` puts the working folder before PYTHONPATH
+    subprocess.run(
+        [sys.executable, "-m", "cvs_tui", *argv], env=env, capture_output=True, check=False, cwd=cwd
+    )
     return time.monotonic() - t0
 
 
@@ -70,7 +73,7 @@ def main() -> None:
             ):
                 line = f"{variant:9} {what:14}"
                 for label, tree in trees:
-                    s = timed(tree, [*argv[:-1], f"{argv[-1]}-{label}"] if what == "scrub" else argv)
+                    s = timed(tree, [*argv[:-1], f"{argv[-1]}-{label}"] if what == "scrub" else argv, Path(t))
                     line += f"  {label} {s:7.1f} s {size / s:6.2f} MB/s"
                 print(line, flush=True)
 
