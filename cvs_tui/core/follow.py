@@ -27,7 +27,8 @@ a reader that pauses its transport when full). No read blocks where :meth:`Follo
 end (``/dev/zero``, ``/dev/urandom``) and sockets are refused as ``--logs`` paths.
 
 Both end when :meth:`Follower.stop` is called (after handing out what is already there, for a file at
-most ``STOP_DRAIN`` bytes more) and count the bytes they handed out in ``offset``.
+most ``STOP_DRAIN`` bytes more for at most ``STOP_DRAIN_S`` seconds; the rest is left unread and
+``left_unread`` says so) and count the bytes they handed out in ``offset``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import contextlib
 import os
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import BinaryIO, Protocol
 
@@ -46,6 +48,7 @@ STDIN = "-"
 _CHUNK = 1 << 20
 POLL_CHUNKS = 4  # chunks one poll of a file reads at most before handing them out
 STOP_DRAIN = 64 << 20  # bytes of a file still handed out after stop() at most
+STOP_DRAIN_S = 0.5  # and for at most this long: a stop ends following within a second
 
 
 class Follower(Protocol):
@@ -166,17 +169,30 @@ class FileFollower:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The file's bytes as they are written; ends after :meth:`stop` (what is there is read first)."""
         drained = 0  # bytes handed out since stop()
+        stopped_at: float | None = None
         try:
             while True:
                 stopping = self._stop.is_set()
+                if stopping and stopped_at is None:
+                    stopped_at = time.monotonic()
+                changes = (self.rotations, self.truncations)
                 got = await asyncio.to_thread(self._poll)
-                for data in got:
-                    self.total += len(data)
-                    if stopping:
+                for i, data in enumerate(got):
+                    if self._stop.is_set():
+                        stopped_at = stopped_at if stopped_at is not None else time.monotonic()
+                        late = time.monotonic() - stopped_at >= STOP_DRAIN_S
+                        if late and changes == (self.rotations, self.truncations):
+                            # stopped a while ago: leave the rest of this poll unread (the same file,
+                            # so `offset` goes back to the first byte not handed out, for read_rest)
+                            self.offset -= sum(len(d) for d in got[i:])
+                            self.left_unread = True
+                            return
                         drained += len(data)
+                    self.total += len(data)
                     yield data
                 more = len(got) >= POLL_CHUNKS
-                if stopping and (not more or drained >= STOP_DRAIN):
+                late = stopped_at is not None and time.monotonic() - stopped_at >= STOP_DRAIN_S
+                if stopping and (not more or drained >= STOP_DRAIN or late):
                     self.left_unread = more
                     return
                 if not more:
