@@ -173,14 +173,14 @@ def test_bad_follow_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
     log = tmp_path / "n0.log"
     assert main(["analyze", str(cfg), "--follow", "--logs", str(log), "--out", str(tmp_path / "used")]) == 2
     assert "already holds a run" in capsys.readouterr().err
-    # a log that cannot be opened (its folder is a file) stops following every node: one line, exit 2
+    # a log that cannot be opened (its folder is a file) is refused before following starts: one line, exit 2
     (tmp_path / "plain").write_text("x")
     bad = [str(log), str(tmp_path / "plain" / "n1.log")]
     assert (
         main(["analyze", str(cfg), "--follow", "--no-ui", "--logs", *bad, "--out", str(tmp_path / "o2")]) == 2
     )
     err = capsys.readouterr().err
-    assert "following failed: NotADirectoryError" in err and "Traceback" not in err, err
+    assert "cannot read" in err and "Not a directory" in err and "Traceback" not in err, err
 
 
 def test_console_prints_a_stall_once_then_again_after_progress() -> None:

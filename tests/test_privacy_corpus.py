@@ -22,7 +22,7 @@ from cvs_tui.core.privacy import (
 )
 
 CORPUS = Path(__file__).parent / "fixtures" / "privacy"
-NAMES = ("gke_xpk_pod", "slurm_job", "cvs_cluster")
+NAMES = ("gke_xpk_pod", "slurm_job", "cvs_cluster", "cloud_secrets")
 
 
 def private_values(name: str) -> list[str]:
@@ -66,6 +66,7 @@ def test_the_whole_corpus_through_the_cli(tmp_path: Path, capsys: pytest.Capture
     assert main(["check-private", str(out / "privacy" / "gke_xpk_pod.log")]) == 0
     assert main(["check-private", str(out / "privacy" / "slurm_job.log")]) == 0
     assert main(["check-private", str(out / "privacy" / "cvs_cluster.log")]) == 0
+    assert main(["check-private", str(out / "privacy" / "cloud_secrets.log")]) == 0
 
 
 def test_one_placeholder_per_value_across_the_corpus(tmp_path: Path) -> None:

@@ -12,11 +12,13 @@ import argparse
 import asyncio
 import contextlib
 import math
+import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cvs_tui.cli.commands.analyze import print_summary
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
@@ -34,7 +36,33 @@ from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.options import RunOptions
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 DEFAULT_OUT_ROOT = Path("runs")
+
+
+def quiet_stdout() -> None:
+    """Point standard output at /dev/null (its reader went away), so later prints do not raise."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _follow_console() -> Console:
+    """The headless console; when its reader goes away it goes quiet instead of exiting, so following
+    goes on and the verdict is still judged and written (L2)."""
+    from cvs_tui.cli.console import headless_console
+
+    console = headless_console()
+
+    def on_broken_pipe() -> None:
+        console.quiet = True
+        quiet_stdout()
+
+    console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
+    return console
 
 
 def follow_plan(loaded: LoadedConfig, nodes: int, out: Path) -> Plan:
@@ -71,7 +99,12 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     key = run_key_for(plan, args.run)
     out.mkdir(parents=True, exist_ok=True)
     folder.write_plan(plan)
-    ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty() and STDIN not in args.logs
+    ui = not args.no_ui and sys.stdout.isatty() and (sys.stdin is not None and sys.stdin.isatty())
+    ui = ui and STDIN not in args.logs
+    if hasattr(signal, "SIGPIPE"):
+        # a reader of the console that goes away (`... | head -1`) must not kill following before the
+        # verdict is written (L2): the write fails instead, and the console goes quiet
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     export = start_metrics(args, config=Path(plan.config_path).name)
     try:
         results, paths = asyncio.run(
@@ -81,7 +114,11 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
         if export is not None:
             export.close()
     rewrite_reports_with_history(out, args)
-    print_summary(results, paths)
+    try:
+        print_summary(results, paths)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
     clean = publish(out, args, loaded=loaded, results=results)
     record(out, args)
     return 0 if results.passed and clean else 1
@@ -99,12 +136,15 @@ async def _main(
     export: MetricsExport | None = None,
 ) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
-    session = FollowSession(plan, key, followers, folder.path, emit=bus.publish, options=options)
+    session = FollowSession(
+        plan, key, followers, folder.path, emit=bus.publish, options=options, backlog=bus.backlog
+    )
     source = bus.subscribe() if export is None else export.tap(bus.subscribe())
     task = asyncio.create_task(session.follow())
     task.add_done_callback(lambda _t: bus.close())
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP (the terminal closed, L2) ends following and judges, as Ctrl-C and SIGTERM do
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, session.stop)
     try:
@@ -134,7 +174,7 @@ async def _main(
             if choice in ("detach", "stop"):
                 await run_console(feed, ascii=args.ascii)
         else:
-            await run_console(source, ascii=args.ascii)
+            await run_console(source, console=_follow_console(), ascii=args.ascii)
         return await task, session.paths
     finally:
         if not task.done():

@@ -53,5 +53,7 @@ def publish(
     n = sum(report.replaced.values())
     print(f"public copy: {dest} ({n} private value(s) replaced)")
     for line in report.leftovers:
+        # the re-check ran in the scratch copy, since renamed: name the file where it now is (L17)
+        line = line.replace(str(work), str(dest), 1)
         print(f"cvs-tui: private value left in the public copy: {line}", file=sys.stderr)
     return report.clean

@@ -115,18 +115,27 @@ class _FolderState:
     lines_in_events: set[tuple[str, int]] = field(default_factory=set)
     ended_runs: set[str] = field(default_factory=set)
     suite_ended: bool = False
+    more: bool = False  # the last read stopped at READ_CAP: events.jsonl holds more already
     stats: FollowStats = field(default_factory=FollowStats)
+
+
+PARTIAL_CAP = 64 << 20  # an unfinished line held at most
+READ_CAP = 4 << 20  # bytes of events.jsonl read and decoded at a time (it read the whole rest: L12)
 
 
 def _read_events(path: Path, state: _FolderState) -> list[RunEvent]:
     with path.open("rb") as fh:
         fh.seek(state.offset)
-        data = fh.read()
+        data = fh.read(READ_CAP)
+    state.more = len(data) == READ_CAP
     state.offset += len(data)
     data = state.partial + data
     cut = data.rfind(b"\n")
     if cut < 0:
-        state.partial = data
+        # one line past PARTIAL_CAP is no event this version writes: dropped, not held (its rest fails
+        # to decode and is skipped too)
+        state.partial = data if len(data) <= PARTIAL_CAP else b""
+        state.stats.skipped_lines += len(data) > PARTIAL_CAP
         return []
     state.partial = data[cut + 1 :]
     out: list[RunEvent] = []
@@ -178,6 +187,8 @@ async def follow_run_folder(
             elif isinstance(ev, SuiteEndEvent):
                 state.suite_ended = True
             yield ev
+        if state.more and not state.suite_ended:
+            continue  # the rest of events.jsonl first, a piece at a time (its log tails after)
         done = state.suite_ended or not follow
         for key, tail in list(state.tails.items()):
             if key in state.lines_in_events:

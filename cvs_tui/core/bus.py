@@ -95,6 +95,10 @@ class EventBus:
             except OSError:
                 pass  # its buffer could not be flushed either: the write error is recorded already
 
+    def backlog(self) -> int:
+        """Events the slowest subscriber has not read yet (a publisher that can wait waits past a bound)."""
+        return max((q.qsize() for q in self._queues), default=0)
+
     def subscribe(self) -> AsyncIterator[RunEvent]:
         """Every event published from now on, until :meth:`close`."""
         q: asyncio.Queue[Any] = asyncio.Queue()

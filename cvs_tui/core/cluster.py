@@ -46,7 +46,8 @@ _IGNORED_KEYS = {
     "container": "the config's container block is used (upstream too lets the suite config override it)",
     "racks": "switch-tray targeting is not part of the training suite",
 }
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `$` would let `FOO\n` through (L13)
+ENV_VALUE_MAX = 32 * 1024  # one exported value; past this every command line risks E2BIG (L13)
 _NODE_KEYS = ("host", "port", "username", "priv_key_file")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]%]+$")
 
@@ -358,10 +359,20 @@ def _env_vars(value: Any, problems: Problems) -> dict[str, str]:
     for k, v in value.items():
         if k.startswith("_"):
             continue
-        if not _ENV_NAME_RE.match(k):
+        if not _ENV_NAME_RE.fullmatch(k):
             problems.add(jpath(["env_vars", k]), "not a valid environment variable name", "rename it")
         elif isinstance(v, bool) or not isinstance(v, str | int | float):
             problems.add(jpath(["env_vars", k]), "must be a string", "write the value in quotes")
+        elif "\0" in str(v):
+            problems.add(
+                jpath(["env_vars", k]), "holds a NUL character, which no command can carry", "remove it"
+            )
+        elif len(str(v)) > ENV_VALUE_MAX:
+            problems.add(
+                jpath(["env_vars", k]),
+                f"is {len(str(v)):,} characters, more than a command line carries ({ENV_VALUE_MAX:,})",
+                "pass large data in a file on the nodes",
+            )
         else:
             out[k] = str(v)
     return out

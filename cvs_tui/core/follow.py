@@ -16,10 +16,19 @@ written, in order, so the parser sees what it would see in a finished file.
 
   Rotation/truncation between two polls that also grows the file past the old offset cannot be told
   apart from appending (as with ``tail -F``); ``poll_interval`` bounds that window.
-* :class:`StreamFollower` reads a pipe, terminal or redirected file (``-`` = stdin) until EOF.
+* :class:`StreamFollower` reads a pipe, terminal or redirected file (``-`` = stdin) until EOF; a named
+  pipe given as a path (``mkfifo``, or process substitution ``<(kubectl logs -f pod-0)``) is read the
+  same way, several at once. Standard input from ``/dev/null`` is an empty log.
 
-Both end when :meth:`Follower.stop` is called (after handing out what is already there) and count the
-bytes they handed out in ``offset``.
+Memory stays bounded whatever the source: a follower hands out at most ``chunk_size`` bytes at a time and
+reads the next only when the consumer asks for it (a file is read a few chunks per poll, a pipe through
+a reader that pauses its transport when full). No read blocks where :meth:`Follower.stop` cannot reach it
+(a FIFO is opened non-blocking, never in a thread), so a stop ends following at once. Devices that never
+end (``/dev/zero``, ``/dev/urandom``) and sockets are refused as ``--logs`` paths.
+
+Both end when :meth:`Follower.stop` is called (after handing out what is already there, for a file at
+most ``STOP_DRAIN`` bytes more for at most ``STOP_DRAIN_S`` seconds; the rest is left unread and
+``left_unread`` says so) and count the bytes they handed out in ``offset``.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import contextlib
 import os
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import BinaryIO, Protocol
 
@@ -36,6 +46,9 @@ from cvs_tui.core.errors import UserError
 
 STDIN = "-"
 _CHUNK = 1 << 20
+POLL_CHUNKS = 4  # chunks one poll of a file reads at most before handing them out
+STOP_DRAIN = 64 << 20  # bytes of a file still handed out after stop() at most
+STOP_DRAIN_S = 0.5  # and for at most this long: a stop ends following within a second
 
 
 class Follower(Protocol):
@@ -69,6 +82,7 @@ class FileFollower:
         self.rotations = 0  # the path came to name a new file
         self.truncations = 0  # the file shrank below what was read
         self.total = 0  # every byte handed out, across rotations and truncations
+        self.left_unread = False  # stopped with more than STOP_DRAIN bytes still in the file
         self._stop = asyncio.Event()
         self._f: BinaryIO | None = None
         self._ident: tuple[int, int] | None = None
@@ -82,10 +96,18 @@ class FileFollower:
 
     def _open(self) -> bool:
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, closed in _close
+            # non-blocking: a FIFO that appears at the path must not block this thread in open() (M3)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
-        st = os.fstat(f.fileno())
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise UserError(
+                f"--logs: {self.path} is now {kind_of(st.st_mode)}, not a regular file; "
+                "give a growing log file, or the pipe itself from the start"
+            )
+        f = os.fdopen(fd, "rb")
         if self._ident is not None and (st.st_dev, st.st_ino) != self._ident:
             self.offset = 0  # a new file at the path: the given start offset was for the old one
         self._f, self._ident = f, (st.st_dev, st.st_ino)
@@ -115,11 +137,14 @@ class FileFollower:
         return ""
 
     def _poll(self) -> list[bytes]:
-        """One poll (blocking file I/O, run in a thread): the new bytes, in order."""
+        """One poll (file I/O, run in a thread): the new bytes, in order, at most ``POLL_CHUNKS`` chunks
+        (the caller polls again at once when it got that many: the file has more)."""
         out: list[bytes] = []
         if self._f is None and not self._open():
             return out
         while True:
+            if len(out) >= POLL_CHUNKS:
+                return out
             data = self._read()
             if data:
                 self.offset += len(data)
@@ -143,16 +168,36 @@ class FileFollower:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The file's bytes as they are written; ends after :meth:`stop` (what is there is read first)."""
+        drained = 0  # bytes handed out since stop()
+        stopped_at: float | None = None
         try:
             while True:
                 stopping = self._stop.is_set()
-                for data in await asyncio.to_thread(self._poll):
+                if stopping and stopped_at is None:
+                    stopped_at = time.monotonic()
+                changes = (self.rotations, self.truncations)
+                got = await asyncio.to_thread(self._poll)
+                for i, data in enumerate(got):
+                    if self._stop.is_set():
+                        stopped_at = stopped_at if stopped_at is not None else time.monotonic()
+                        late = time.monotonic() - stopped_at >= STOP_DRAIN_S
+                        if late and changes == (self.rotations, self.truncations):
+                            # stopped a while ago: leave the rest of this poll unread (the same file,
+                            # so `offset` goes back to the first byte not handed out, for read_rest)
+                            self.offset -= sum(len(d) for d in got[i:])
+                            self.left_unread = True
+                            return
+                        drained += len(data)
                     self.total += len(data)
                     yield data
-                if stopping:
+                more = len(got) >= POLL_CHUNKS
+                late = stopped_at is not None and time.monotonic() - stopped_at >= STOP_DRAIN_S
+                if stopping and (not more or drained >= STOP_DRAIN or late):
+                    self.left_unread = more
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.poll_interval)
+                if not more:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), self.poll_interval)
         finally:
             self._close()
 
@@ -177,11 +222,26 @@ class FileFollower:
 
 
 class StreamFollower:
-    """Reads one byte stream (a pipe, a terminal, a redirected file; default stdin) until EOF or stop."""
+    """Reads one byte stream (a pipe, a terminal, a redirected file; default stdin) until EOF or stop.
 
-    def __init__(self, stream: BinaryIO | None = None, *, name: str = "stdin", chunk_size: int = 65536):
-        self.stream = stream if stream is not None else sys.stdin.buffer
-        self.name = name
+    ``path`` names a FIFO to open (non-blocking, so it never waits in ``open()`` for a writer; it is read
+    once a writer comes, and ends when the last writer closes it)."""
+
+    def __init__(
+        self,
+        stream: BinaryIO | None = None,
+        *,
+        name: str = "stdin",
+        chunk_size: int = 65536,
+        path: str | None = None,
+    ):
+        if stream is None and path is None:
+            if sys.stdin is None:
+                raise UserError("--logs -: standard input is closed; pipe the log in or give its file")
+            stream = sys.stdin.buffer
+        self.stream = stream
+        self.path = path
+        self.name = path if path is not None and name == "stdin" else name
         self.offset = 0
         self.chunk_size = chunk_size
         self._stop = asyncio.Event()
@@ -190,12 +250,31 @@ class StreamFollower:
         self._stop.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        fd = self.stream.fileno()
-        mode = os.fstat(fd).st_mode
-        source = self._file_chunks(fd) if stat.S_ISREG(mode) else self._pipe_chunks()
-        async for data in source:
-            self.offset += len(data)
-            yield data
+        stream = self.stream
+        if stream is None:
+            assert self.path is not None
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            stream = os.fdopen(fd, "rb", buffering=0)
+        try:
+            fd = stream.fileno()
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISREG(mode):
+                source = self._file_chunks(fd)
+            elif stat.S_ISCHR(mode) and not os.isatty(fd):
+                # /dev/null (cron, nohup, CI, `docker run` without -i): an empty log, not an epoll error (M2)
+                if not _is_dev_null(fd):
+                    raise UserError(
+                        f"--logs {self.path or '-'}: {self.name} is a device, not a log; pipe the log in"
+                    )
+                return
+            else:
+                source = self._pipe_chunks(stream)
+            async for data in source:
+                self.offset += len(data)
+                yield data
+        finally:
+            if self.stream is None:
+                stream.close()
 
     async def _file_chunks(self, fd: int) -> AsyncIterator[bytes]:
         # A regular file on stdin (`< saved.log`): the event loop cannot watch it; it ends at its EOF.
@@ -205,13 +284,16 @@ class StreamFollower:
                 return
             yield data
 
-    async def _pipe_chunks(self) -> AsyncIterator[bytes]:
+    async def _pipe_chunks(self, stream: BinaryIO) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
+        # the reader pauses the transport past twice its limit: a fast writer waits for the consumer
         reader = asyncio.StreamReader(limit=self.chunk_size)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stream)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
         stop_task = asyncio.ensure_future(self._stop.wait())
         try:
-            while True:
+            # a writer that never pauses always has a read ready: look at stop() before each read, or
+            # following would never end (what is already buffered is not waited for)
+            while not self._stop.is_set():
                 read_task = asyncio.ensure_future(reader.read(self.chunk_size))
                 done, _ = await asyncio.wait({read_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
                 if read_task not in done:
@@ -228,8 +310,30 @@ class StreamFollower:
             transport.close()
 
 
+def _is_dev_null(fd: int) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 def followers_for(paths: Sequence[str], *, poll_interval: float = 0.1) -> list[Follower]:
-    """One follower per node, in rank order: ``-`` is standard input (at most once), anything else a file.
+    """One follower per node, in rank order: ``-`` is standard input (at most once), a named pipe
+    (``mkfifo``, ``<(command)``) is read as a stream, anything else is a file (it may not exist yet).
+    Devices (``/dev/zero`` never ends) and sockets are refused.
 
     Raises UserError naming the problem.
     """
@@ -241,8 +345,23 @@ def followers_for(paths: Sequence[str], *, poll_interval: float = 0.1) -> list[F
     for p in paths:
         if p == STDIN:
             out.append(StreamFollower())
-        elif os.path.isdir(p):
-            raise UserError(f"--logs: {p} is a folder; give the log file of each node")
-        else:
+            continue
+        try:
+            mode = os.stat(p).st_mode
+        except FileNotFoundError:
             out.append(FileFollower(p, poll_interval=poll_interval))
+            continue
+        except OSError as exc:
+            raise UserError(f"--logs: cannot read {p} ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(mode):
+            raise UserError(f"--logs: {p} is a folder; give the log file of each node")
+        if stat.S_ISFIFO(mode):
+            out.append(StreamFollower(path=p, name=p))
+        elif stat.S_ISREG(mode):
+            out.append(FileFollower(p, poll_interval=poll_interval))
+        else:
+            raise UserError(
+                f"--logs: {p} is {kind_of(mode)}, which never ends like a log; give a log file, a named "
+                "pipe or - for standard input"
+            )
     return out

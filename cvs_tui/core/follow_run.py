@@ -47,6 +47,8 @@ from cvs_tui.core.runner.watchdog import NodeWatch, find_hang
 TICK_S = 0.25  # how often stalls are looked for
 STALL_UPDATE_S = 5.0  # a stalled node's "no progress for N s" is republished this often
 STAGE = "follow"
+MAX_BACKLOG = 20000  # events a viewer may lag behind before following pauses
+BACKLOG_WAIT_S = 0.01
 
 
 @dataclass
@@ -60,8 +62,10 @@ class _Rank:
 class FollowSession:
     """Follows one planned run's node logs (index = rank) into ``run_dir``; :meth:`run` returns the results.
 
-    ``emit`` receives every event (an :class:`~cvs_tui.core.bus.EventBus`'s ``publish``). ``options``
-    gives the no-progress limits (the watchdog's; here they only mark a node stalled).
+    ``emit`` receives every event (an :class:`~cvs_tui.core.bus.EventBus`'s ``publish``); ``backlog``
+    says how far its slowest reader lags (the bus's ``backlog``), and following pauses past
+    ``MAX_BACKLOG`` so memory stays bounded however fast the logs come. ``options`` gives the no-progress
+    limits (the watchdog's; here they only mark a node stalled).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class FollowSession:
         options: RunOptions | None = None,
         clock: Callable[[], float] = time.time,
         tick_s: float = TICK_S,
+        backlog: Callable[[], int] = lambda: 0,
     ) -> None:
         if not followers:
             raise UserError("--logs: give one log per node (a file path, or - for standard input)")
@@ -86,6 +91,7 @@ class FollowSession:
         self.opt = options or RunOptions()
         self.clock = clock
         self.tick_s = tick_s
+        self.backlog = backlog  # events published and not yet read by the slowest viewer
         self.names = tuple(f.name for f in self.followers)
         self.stopped = False  # stop() was called (the user ended following)
         self.error: str | None = None  # why following could not go on (a copy could not be written)
@@ -126,7 +132,11 @@ class FollowSession:
                 await asyncio.gather(*pumps, return_exceptions=True)
         for t in pumps:
             if (exc := t.exception()) is not None and self.error is None:
-                self.error = f"--logs: following failed: {type(exc).__name__}: {exc}"
+                self.error = (
+                    str(exc)
+                    if isinstance(exc, UserError)
+                    else f"--logs: following failed: {type(exc).__name__}: {exc}"
+                )
         if self.error is not None:
             raise UserError(self.error)
         for r in ranks:
@@ -144,7 +154,9 @@ class FollowSession:
                 raise UserError(f"--out: cannot write {path} ({exc.strerror or exc})") from None
             watch = NodeWatch(rank=rank, host=f.name, last_progress=started)
             parser = NodeLogParser(error_patterns=self.plan.error_patterns)
-            ranks.append(_Rank(RankLog(watch=watch, local_log=path, parser=parser), f))
+            # the judge reads the copy: no parsed step is kept in memory while following (M6)
+            log = RankLog(watch=watch, local_log=path, parser=parser, keep_steps=False)
+            ranks.append(_Rank(log, f))
         return ranks
 
     async def _pump(self, r: _Rank) -> None:
@@ -162,6 +174,9 @@ class FollowSession:
             feed_rank(
                 r.log, self.run.key, chunk, now=self.clock(), emit=self.emit, node_status=self._node_status
             )
+            # back pressure: while the viewers are behind, read no more (the follower waits, not memory)
+            while self.backlog() > MAX_BACKLOG and not self.stopped:
+                await asyncio.sleep(BACKLOG_WAIT_S)
         r.ended = not self.stopped
 
     def _check_stalls(self, ranks: Sequence[_Rank]) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.inputfile import RESULTS_MAX, InputFileError, read_text_capped
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 from cvs_tui.core.textsafe import mask_secrets
 
@@ -421,10 +422,12 @@ def tally(results: Results) -> Tally:
 
 
 def run_passed(r: RunRecord) -> bool:
-    """One run passes when it completed, says PASS, has no FAIL verdict and every gated verdict is PASS."""
+    """One run passes when it completed, says PASS, has no FAIL verdict, every gated verdict is PASS and
+    no node exited with an error (a crafted or damaged file saying PASS beside one is not a pass: L10)."""
     return (
         r.outcome == "complete"
         and r.status == "PASS"
+        and all(n.exit_code in (0, None) for n in r.nodes)
         and not any(v.status == "FAIL" for v in r.verdicts)
         and all(v.status == "PASS" for v in r.verdicts if v.gated)
     )
@@ -443,11 +446,13 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     """Read a results.json; any problem is a UserError naming the file and the fix."""
     p = Path(path)
     try:
-        data = loads_strict(p.read_text(encoding="utf-8"), finite=False)
+        data = loads_strict(read_text_capped(p, RESULTS_MAX), finite=False)
     except FileNotFoundError:
         raise UserError(
             f"{p}: no such results file; pass the results.json a run or `analyze` wrote"
         ) from None
+    except InputFileError as exc:
+        raise UserError(f"{exc}; pass the results.json a run or `analyze` wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{p}: cannot read ({exc.__class__.__name__}: {exc})") from None
     except json.JSONDecodeError as exc:
@@ -458,7 +463,8 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         raise UserError(f"{p}: not a cvs-tui results file ({exc})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{p}: not a cvs-tui results file (no schema_version)")
-    if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
+    # `true == 1`: a boolean is no version (L9)
+    if isinstance(data["schema_version"], bool) or data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
         raise UserError(
             f"{p}: schema_version {data['schema_version']!r} is not supported (this cvs-tui reads "
             f"{SCHEMA_VERSION}); re-run `cvs-tui analyze` on the logs"

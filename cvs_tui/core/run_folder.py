@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.inputfile import PLAN_MAX, InputFileError, read_text_capped
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 from cvs_tui.core.slug import slugify
 
@@ -135,9 +136,11 @@ class RunFolder:
         """plan.json as written (secrets masked), None when there is none."""
         p = self.plan_path
         try:
-            data = loads_strict(p.read_text(encoding="utf-8"), finite=False)
+            data = loads_strict(read_text_capped(p, PLAN_MAX), finite=False)
         except FileNotFoundError:
             return None
+        except InputFileError as exc:
+            raise UserError(f"{exc}; plan.json must be the file a run wrote") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{p}: cannot read ({exc.__class__.__name__}: {exc})") from None
         except json.JSONDecodeError as exc:

@@ -27,6 +27,7 @@ from cvs_tui.core.card import (
     with_config,
 )
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.inputfile import CARD_MAX, InputFileError, read_text_capped
 from cvs_tui.core.privacy import build_context
 
 
@@ -113,9 +114,11 @@ def _validate(args: argparse.Namespace, files: list[str]) -> int:
     matched = 0
     for f in files:
         try:
-            text = Path(f).read_text(encoding="utf-8")
+            text = read_text_capped(f, CARD_MAX)
         except FileNotFoundError:
             raise UserError(f"{f}: no such card file") from None
+        except InputFileError as exc:
+            raise UserError(f"{exc}; pass a card file") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{f}: cannot read ({exc.__class__.__name__})") from None
         problems += validate_card_text(text, source=f, context=ctx)

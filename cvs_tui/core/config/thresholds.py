@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from cvs_tui.core.config.blocks import ThresholdKind, ThresholdSpec
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
+from cvs_tui.core.inputfile import CONFIG_MAX, InputFileError, read_text_capped
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 
 # Every metric the suite records (all under `training.`); the same names as judge.definitions's
@@ -55,9 +56,12 @@ Thresholds = dict[str, dict[str, ThresholdSpec]]
 def read_json_object(path: Path, label: str, problems: Problems) -> dict[str, Any] | None:
     """Read a JSON object from ``path``; a problem line (naming the file) instead of an exception."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_capped(path, CONFIG_MAX)
     except FileNotFoundError:
         problems.add(str(path), f"{label} not found", "check the path")
+        return None
+    except InputFileError as exc:
+        problems.add(str(path), f"cannot read {label}: {exc}", "check the path")
         return None
     except (OSError, UnicodeDecodeError) as exc:
         problems.add(str(path), f"cannot read {label}: {exc}", "check the file and its permissions")

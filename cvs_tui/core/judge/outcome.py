@@ -118,9 +118,11 @@ def decide_outcome(
     root_cause_node: int | None = None,
     final_loss: MetricValue | None = None,
     endings: Sequence[Ending | None] | None = None,
+    empty_nodes: Sequence[int] = (),
 ) -> tuple[RunOutcome, str, int | None]:
     """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept.
-    ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler)."""
+    ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler).
+    ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run fails."""
     sched = _scheduler_ending(endings, node_events)
     external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
     fatal = [(i, h) for i, evs in enumerate(node_events) for h in _root_hit(evs)]
@@ -163,6 +165,11 @@ def decide_outcome(
         if sched is not None:
             return outcome, f"{reason}; {sched[1]}" if reason else sched[1], root_cause_node
         return outcome, reason or "the run failed", root_cause_node
+    if empty_nodes:
+        # an empty log (or a followed file that never appeared) is no evidence that the rank ran (M1)
+        i = empty_nodes[0]
+        more = f" (also node(s) {list(empty_nodes[1:])})" if len(empty_nodes) > 1 else ""
+        return RunOutcome.FAILED, f"node {i} log is empty: nothing shows that this rank ran{more}", i
     last = [max((e.step for e in evs if isinstance(e, StepEvent)), default=None) for evs in node_events]
     logged = [x for x in last if x is not None]
     if not logged:

@@ -131,6 +131,7 @@ def judge_run(
         reason=reason,
         root_cause_node=root_cause_node,
         final_loss=result.metrics.get("training.final_loss"),
+        empty_nodes=[d.rank for d in digests if d.record.lines == 0 and d.record.log_path],
         endings=node_endings(
             len(digests), endings, [Path(d.record.log_path) if d.record.log_path else None for d in digests]
         ),

@@ -22,6 +22,8 @@ def secret_values(plan: Plan) -> list[str]:
     maxtext_config keys) and the token file's content when it is readable here: what must be masked
     wherever node output is shown or written (audit #11b)."""
     out = _secret_leaves(plan.cluster_env)
+    if plan.ssh_password is not None:  # the SSH password a node may echo (L14)
+        out.append(plan.ssh_password.get_secret_value())
     for r in plan.runs:
         out += _secret_leaves(r.env) + _secret_leaves(r.maxtext_config)
         for env in r.node_env:

@@ -35,6 +35,10 @@ _CARD_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_DIGIT_RUN = re.compile(r"\d+")
+_SHAPE_GROUP_MIN = 8  # terms of one shape past which one pattern and a table beat a search per term
+
+
 def _term_regex(term: DenyTerm) -> re.Pattern[str]:
     flags = 0 if term.category == "token" else re.IGNORECASE
     return re.compile(rf"(?<![{d._ALNUM}]){re.escape(term.value)}(?![{d._ALNUM}])", flags)
@@ -72,19 +76,52 @@ class Detector:
         return len(self._terms)
 
     def _term_hits(self, text: str, first: int = 0) -> list[Hit]:
+        """Hits of the terms from ``first`` on. Terms that differ only in their digits (the 4096 names a
+        `gpu[0001-4096]` node list teaches) share one pattern run once over the text, each match looked
+        up in a table: the cost grows with the text and the number of distinct name shapes, not with
+        the number of names (M9)."""
         low = text.lower()
         found: list[Hit] = []
-        for i, (no, term, rx) in enumerate(self._terms[first:], first):
-            needle = term.value if term.category == "token" else term.value.lower()
-            if needle not in (text if term.category == "token" else low):
+        groups: dict[tuple[bool, str], list[int]] = {}
+        for i in range(first, len(self._terms)):
+            term = self._terms[i][1]
+            token = term.category == "token"
+            shape = _DIGIT_RUN.sub("0", term.value if token else term.value.lower())
+            groups.setdefault((token, shape), []).append(i)
+        for (token, _), idx in groups.items():
+            if len(idx) >= _SHAPE_GROUP_MIN:
+                found += self._shape_hits(text, idx, token)
                 continue
-            if rx is None:
-                rx = _term_regex(term)
-                self._terms[i] = (no, term, rx)
-            found += [
-                Hit(m.start(), m.end(), term.category, term.value, no, term.group) for m in rx.finditer(text)
-            ]
+            for i in idx:
+                no, term, rx = self._terms[i]
+                needle = term.value if token else term.value.lower()
+                if needle not in (text if token else low):
+                    continue
+                if rx is None:
+                    rx = _term_regex(term)
+                    self._terms[i] = (no, term, rx)
+                found += [
+                    Hit(m.start(), m.end(), term.category, term.value, no, term.group)
+                    for m in rx.finditer(text)
+                ]
         return found
+
+    def _shape_hits(self, text: str, idx: list[int], token: bool) -> list[Hit]:
+        by_value = {
+            (t.value if token else t.value.lower()): (no, t) for no, t, _ in (self._terms[i] for i in idx)
+        }
+        sample = self._terms[idx[0]][1].value
+        parts = [re.escape(p) for p in _DIGIT_RUN.split(sample)]
+        rx = re.compile(
+            rf"(?<![{d._ALNUM}])" + r"\d+".join(parts) + rf"(?![{d._ALNUM}])", 0 if token else re.IGNORECASE
+        )
+        out: list[Hit] = []
+        for m in rx.finditer(text):
+            hit = by_value.get(m.group() if token else m.group().lower())
+            if hit is not None:
+                no, t = hit
+                out.append(Hit(m.start(), m.end(), t.category, t.value, no, t.group))
+        return out
 
     def hits(self, text: str, mode: Mode = "log", *, resolve: bool = True) -> list[Hit]:
         """Private values in ``text``, one per span (``resolve``) or every hit of every rule (what learning
@@ -95,15 +132,20 @@ class Detector:
         def has(*needles: str) -> bool:
             return any(n in low for n in needles)
 
-        if has("private key"):
+        if has("private key", "putty-user-key-file"):
             found += d._pem_hits(text)
+        found += d.secret_hits(text, low)
         found += d._ipv4_hits(text, mode)
         if has(":"):
             found += d._ipv6_hits(text, mode)
         if has("@"):
             found += d._email_hits(text)
-        if has("/home/", "/users/", "/root"):
+        if has("/home/", "/users/", "/root", ":\\users", ":\\\\users", ":/users", "documents and settings"):
             found += d._home_hits(text)
+        if has("guid", ":"):
+            found += d._guid_hits(text)
+        if has("-n", "namespace"):
+            found += d._namespace_hits(text)
         for rx, cat, needles in d._GROUP_RULES:  # before the host rules: they win a tie (`--nodelist=x[1-2]`)
             if has(*needles):
                 found += d._group_hits(rx, text, cat)
@@ -115,8 +157,11 @@ class Detector:
             found += d._nodelist_hits(text)
         if has("-"):
             found += d._pod_hits(text)
+            found += d._replica_pod_hits(text)
         if has("addr", "host", "node", "coordinator", "user", "logname", "login", "name", ":"):
             found += d._assign_hits(text)
+        if "<" in text or "&lt" in text:
+            found = [h for h in found if not _only_placeholders(h.value)]
         return self.resolve(text, found) if resolve else found
 
     @staticmethod
@@ -126,6 +171,20 @@ class Detector:
         if spans:
             found = [h for h in found if not _inside(spans, h.start, h.end)]
         return resolve_overlaps(found)
+
+
+# a placeholder as it stands in text, HTML-escaped in markup, and the pieces of one a rule may cut off
+_PLACEHOLDER_PIECES = re.compile(r"(?:<|&lt;)[a-z]+(?:-[a-z]+)?(?:-\d+)?(?:>|&gt;)|&lt;?|&gt;?|&amp;?")
+
+
+def _only_placeholders(value: str) -> bool:
+    """A hit that holds nothing but placeholders (`&lt;token&gt;`, `&lt` cut at its `;`) and punctuation:
+    what an earlier pass left, not a private value; learning it would make every escaped placeholder a
+    leftover."""
+    if "<" not in value and "&" not in value:
+        return False
+    rest = _PLACEHOLDER_PIECES.sub("", value)
+    return not any(c.isalnum() for c in rest)
 
 
 def _inside(spans: list[tuple[int, int]], start: int, end: int) -> bool:

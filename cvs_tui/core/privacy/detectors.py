@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from cvs_tui.core.privacy import hosts
+from cvs_tui.core.privacy import hosts, secret_rules
 from cvs_tui.core.privacy.context import LOCAL_HOSTS, PLACEHOLDER, SYSTEM_USERS
 
 Mode = Literal["log", "card"]
@@ -65,23 +65,27 @@ _BUCKET_PATH = re.compile(
 )
 _URL_CRED = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://([^\s/@'\"<>]{1,256}:[^\s/@'\"<>]+)@", re.I)
 _HOME = re.compile(r"(?<![\w.~-])((?:/home|/Users)/([^/\s'\"<>:;,)\]}]+)|/root)(?![\w.-])")
+# `C:\\Users\\carol`, also JSON-escaped (`C:\\\\Users\\\\carol`) and with forward slashes
+_WIN_HOME = re.compile(
+    r"(?i)(?<![\w])([A-Z]:(?:\\{1,2}|/)(?:Users|Documents and Settings)(?:\\{1,2}|/)"
+    r"([^\\/\s'\"<>:;,|*?]{1,64}))"
+)
 _CLUSTER_FS = re.compile(r"(?<![\w.~-])(/(?:lustre|gpfs|scratch|mnt|data|nfs)/[^/\s'\"<>:;,)\]}]+)")
-_TOKENS = re.compile(
-    r"(hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{36,}|(?<!\w)github_pat_\w{20,}|AKIA[0-9A-Z]{16}"
-    r"|(?<![\w-])xox[abprs]-[\w-]{10,}|(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,})"
+_PEM_BEGIN = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d{1,2}: [\w.@-]{1,64}"
 )
-_BEARER = re.compile(r"\bBearer\s+([A-Za-z0-9._~+/=-]{8,})")
-# no prefix before the keyword: the old `\b[\w-]*token` backtracked from every word boundary (quadratic)
-_SECRET_ASSIGN = re.compile(
-    r"(?i)(?:token(?!iz)|api[_-]?key|secret|password|passwd)['\"]?\s{0,8}[:=]\s{0,8}['\"]?([^\s'\",;}]+)"
-)
-_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-# no END line: the lines after BEGIN while they look like key material (JSON/HTML line breaks too)
+# the line breaks a key body can come with: real ones, JSON and HTML escapes, and the end of one JSON string
+# and the start of the next (a key whose lines are separate strings, as in an error record's context)
+_PEM_BREAK = r'(?:\r?\n|\\{1,4}r\\{1,4}n|\\{1,4}n|<br\s*/?>|&#10;|\\{0,3}"[ \t]{0,8},\s{0,64}\\{0,3}")'
+# no END line: the lines after BEGIN while they look like key material
 _PEM_LINE = re.compile(
-    r"(?:\r?\n|\\r\\n|\\n|<br\s*/?>|&#10;)"
-    r"(?:[A-Za-z-]{1,40}: [^\n\\<]{0,200}|[A-Za-z0-9+/=]{4,200}(?![^\s\\<&]))"
+    _PEM_BREAK + r"(?:[A-Za-z-]{1,40}: [^\n\\<\"]{0,200}|[A-Za-z0-9+/=]{4,200}(?![^\s\\<&\"])(?!\"\s{0,8}:))"
 )
+_PEM_BREAKS = re.compile(_PEM_BREAK)
+_PEM_HEADER = re.compile(r"(?m)^[ \t]*[A-Za-z-]{1,40}: [^\n\"]{0,200}$")
+_KEY_WORD = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{20,}")
+_PEM_MATERIAL = re.compile(r"[A-Za-z0-9+/=\s]*")
 _SLURM = re.compile(r"\b(SLURMD?_[A-Z_]{1,40})=([^\s'\",;}\]]+)")
 _JOB_ID = re.compile(
     r"(?i)\bjob[_ -]?id\b['\"]?\s{0,4}[:=#]?\s{0,4}['\"]?(\d{3,})|\b(?:batch |slurm )?job\s{1,4}#?(\d{4,})\b"
@@ -101,6 +105,22 @@ _POD = re.compile(
     r"(?:-[a-z0-9]{5})?)(?![a-z0-9-])"
     r"|(?<![a-z0-9-])([a-z0-9][a-z0-9-]{0,62}?-[0-9a-z]{8,10}-[bcdfghjklmnpqrstvwxz2456789]{5})(?![a-z0-9-])"
     r"|(?<![a-z0-9-])([a-z0-9][a-z0-9-]{0,62}?-[bcdfghjklmnpqrstvwxz2456789]{5})(?![a-z0-9-])"
+)
+# StatefulSet pods and the pods of the training operators (PyTorchJob, MPIJob, TFJob, RayCluster)
+_REPLICA_POD = re.compile(
+    r"(?<![a-z0-9-])(([a-z0-9][a-z0-9-]{1,62}?)-(?:worker|workers|master|chief|ps|evaluator|launcher|head"
+    r"|trainer|replica|server|leader|follower)-\d{1,5})(?![a-z0-9-])"
+)
+# a Kubernetes namespace given as `-n NAME`, `--namespace NAME` or `namespace: NAME`
+_NAMESPACE = re.compile(
+    r"(?<![\w-])(?:-n|--namespace)(?:[ \t]{1,4}|=)([a-z0-9][a-z0-9-]{0,62})(?![\w.-])"
+    r"|(?<![\w-])(?i:namespace)['\"]?[ \t]{0,4}[:=][ \t]{0,4}['\"]?([a-z0-9][a-z0-9-]{0,62})(?![\w.-])"
+)
+_PUBLIC_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+# an InfiniBand node/port/system GUID (`0x506b4b0300c8d1e2`, `506b:4b03:00c8:d1e2`): as unique as a MAC
+_GUID = re.compile(
+    r"(?i)guid[^\n0-9a-f]{0,16}(0x[0-9a-f]{16}|[0-9a-f]{4}(?::[0-9a-f]{4}){3})(?![\w:])"
+    r"|(?<![\w:])([0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4})(?![\w:])"
 )
 _GKE_NODE = re.compile(r"(?<![a-z0-9-])(gke-[a-z0-9-]{1,80}?-[0-9a-f]{8}-[a-z0-9]{4})(?![a-z0-9-])")
 _DOMAIN = re.compile(
@@ -202,32 +222,41 @@ def _ipv6_hits(text: str, mode: Mode) -> Iterable[Hit]:
 def _group_hits(rx: re.Pattern[str], text: str, category: str) -> Iterable[Hit]:
     for m in rx.finditer(text):
         g = next((i for i in range(1, (rx.groups or 0) + 1) if m.group(i) is not None), 0)
-        value = m.group(g)
-        if rx is _SECRET_ASSIGN:
-            low = value.lower()
-            if PLACEHOLDER.fullmatch(value) or low in ("none", "null", "true", "false", "***", ""):
-                continue
-            if value.replace(".", "").isdigit() or value.startswith("<") or set(value) <= {"*"}:
-                continue
-        yield Hit(m.start(g), m.end(g), category, value)
+        yield Hit(m.start(g), m.end(g), category, m.group(g))
+
+
+def _pem_body(body: str) -> bool:
+    """``body`` (what lies between BEGIN and END) is key material only: base64 lines, header lines and
+    line breaks. Anything else (JSON keys, log text) means the END belongs to some other text (M4)."""
+    flat = _PEM_HEADER.sub("", _PEM_BREAKS.sub("\n", body))
+    return _PEM_MATERIAL.fullmatch(flat) is not None and all(len(w) >= 4 for w in flat.split())
 
 
 def _pem_hits(text: str) -> Iterable[Hit]:
-    """The whole private key block, BEGIN to END; without an END line, BEGIN and the key lines after it."""
-    ends = [m.end() for m in _PEM_END.finditer(text)] if "-----END" in text else []
+    """The whole private key block, BEGIN to END when only key material lies between them; otherwise
+    BEGIN and the key lines after it (so a BEGIN and an END in different JSON strings never take the
+    JSON between them)."""
+    marks = [m.span() for m in _PEM_END.finditer(text)] if "-----END" in text else []
+    ends = [e for _, e in marks]
     pos = 0
     while (m := _PEM_BEGIN.search(text, pos)) is not None:
         i = bisect.bisect_left(ends, m.end() + 1)
-        if i < len(ends) and ends[i] - m.end() <= 65536:
+        end = m.end()
+        near = i < len(ends) and ends[i] - m.end() <= 65536 and not m.group().startswith("PuTTY")
+        if near and _pem_body(text[m.end() : marks[i][0]]):
             end = ends[i]
-        else:
-            end = m.end()
+        if end == m.end():
             for _ in range(4096):
                 line = _PEM_LINE.match(text, end)
                 if line is None:
                     break
                 end = line.end()
-        yield Hit(m.start(), end, "key", text[m.start() : end])
+        body = text[m.start() : end]
+        # each key line is learned: a line of the same key elsewhere (no BEGIN before it) is found too
+        learn = tuple(
+            (w, "token", w) for w in _KEY_WORD.findall(_PEM_BREAKS.sub("\n", body[len(m.group()) :]))
+        )
+        yield Hit(m.start(), end, "key", body, learn=learn)
         pos = end
 
 
@@ -338,12 +367,51 @@ def _email_hits(text: str) -> Iterable[Hit]:
 
 
 def _home_hits(text: str) -> Iterable[Hit]:
-    for m in _HOME.finditer(text):
-        user = m.group(2)
-        learn: Learn = ()
-        if user and user.lower() not in SYSTEM_USERS and len(user) >= 2 and not PLACEHOLDER.fullmatch(user):
-            learn = ((user, "user", user.lower()),)
-        yield Hit(m.start(1), m.end(1), "home", m.group(1), learn=learn)
+    for rx in (_HOME, _WIN_HOME):
+        for m in rx.finditer(text):
+            user = m.group(2)
+            learn: Learn = ()
+            if (
+                user
+                and user.lower() not in SYSTEM_USERS
+                and len(user) >= 2
+                and not PLACEHOLDER.fullmatch(user)
+            ):
+                learn = ((user, "user", user.lower()),)
+            yield Hit(m.start(1), m.end(1), "home", m.group(1), learn=learn)
+
+
+def secret_hits(text: str, low: str) -> Iterable[Hit]:
+    """Secrets of every shape in `secret_rules.toml`. A secret of 8 characters or more is learned as a
+    token, so the same value is found bare anywhere else (`KEY=v` in one line, `v` in the next)."""
+    for start, end, category, value, _rule in secret_rules.secret_hits(text, low):
+        learn: Learn = ((value, "token", value),) if len(value) >= 8 and category == "token" else ()
+        yield Hit(start, end, category, value, learn=learn)
+
+
+def _replica_pod_hits(text: str) -> Iterable[Hit]:
+    """StatefulSet and training-operator pods (`<name>-worker-12`, `<job>-master-0`): the pod, and its
+    set name learned."""
+    for m in _REPLICA_POD.finditer(text):
+        name = m.group(2)
+        if len(name) < 3 or not any(c.isdigit() or c == "-" for c in name):
+            continue
+        yield Hit(m.start(1), m.end(1), "job", m.group(1), learn=((name, "job", name.lower()),))
+
+
+def _namespace_hits(text: str) -> Iterable[Hit]:
+    for m in _NAMESPACE.finditer(text):
+        g = 1 if m.group(1) is not None else 2
+        v = m.group(g)
+        if v.isdigit() or v in _PUBLIC_NAMESPACES or not any(c.isalpha() for c in v):
+            continue
+        yield Hit(m.start(g), m.end(g), "job", v, learn=((v, "job", v.lower()),) if len(v) >= 3 else ())
+
+
+def _guid_hits(text: str) -> Iterable[Hit]:
+    for m in _GUID.finditer(text):
+        g = 1 if m.group(1) is not None else 2
+        yield Hit(m.start(g), m.end(g), "mac", m.group(g))
 
 
 # (pattern, category, needles): a pattern runs only when one of its needles is in the lowered text, so a
@@ -354,9 +422,6 @@ _GROUP_RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     (_BUCKET_PATH, "bucket", ("amazonaws.com/", "storage.")),
     (_URL_CRED, "token", ("://",)),
     (_CLUSTER_FS, "path", ("/",)),
-    (_TOKENS, "token", ("hf_", "gh", "github_pat_", "akia", "xox", "eyj")),
-    (_BEARER, "token", ("bearer",)),
-    (_SECRET_ASSIGN, "token", ("token", "key", "secret", "passw")),
     (_JOB_ID, "job", ("job", "slurm-", "stepid")),
     (_SCHED_FLAG, "job", ("--",)),
     (_GKE_NODE, "host", ("gke-",)),

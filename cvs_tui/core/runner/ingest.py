@@ -58,6 +58,8 @@ class RankLog:
     # what the judge judges (warnings capped): the step records as columns, in memory up to a size and
     # then in files, and the other events, so a long run holds a few bytes a step, not its events
     steps: StepCollector = field(default_factory=judging.step_collector)
+    # False where the judge reads the copy on disk instead (follow mode): nothing is kept per step
+    keep_steps: bool = True
     lines: int = 0
     partial: bytes = b""  # the unfinished last line, at most RECORD_CAP bytes of it
     cut: int = 0  # bytes of the unfinished line dropped past RECORD_CAP
@@ -110,7 +112,8 @@ def feed_rank(
             w.on_fatal(ev.line, now)
             w.state = NodeState.FAILED
             node_status(run, w.rank, NodeState.FAILED, f"fatal at line {ev.line}")
-    r.steps.add(judged)
+    if r.keep_steps:
+        r.steps.add(judged)
     return lines
 
 
@@ -119,7 +122,8 @@ def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:
     last = r.parser.finish()
     for ev in last:
         emit(NodeLogEvent(run=run, node=r.watch.rank, event=ev))
-    r.steps.add(last)
+    if r.keep_steps:
+        r.steps.add(last)
 
 
 def append_bytes(path: Path, data: bytes) -> None:

@@ -105,8 +105,12 @@ class SlurmClient:
         return r.out
 
     async def hostnames(self, nodelist: str) -> list[str]:
-        """A Slurm node list (``node[1-2]``) expanded in Slurm's order."""
-        return (await self.check(["scontrol", "show", "hostnames", nodelist])).split()
+        """A Slurm node list (``node[1-2]``) expanded in Slurm's order; SlurmError when it names none
+        (an allocation without nodes cannot be planned: L7)."""
+        names = (await self.check(["scontrol", "show", "hostnames", nodelist])).split()
+        if not names:
+            raise SlurmError(f"`scontrol show hostnames {nodelist}` printed no node name; check the job")
+        return names
 
     async def steps(self, job_id: str) -> dict[str, str]:
         """Step id (``J.S``) -> step name, for the job's live steps."""
@@ -135,9 +139,18 @@ def parse_slurm_args(text: str) -> list[str]:
     except ValueError as exc:
         raise UserError(f"--slurm-args: {exc}; give it as one quoted word: --slurm-args '-N 2'") from None
     for a in args:
-        if a.split("=", 1)[0] in _NO_NODE_FLAGS:
+        if _refused_flag(a):
             raise UserError(f"--slurm-args: {a} is set by cvs-tui; remove it")
     return args
+
+
+def _refused_flag(arg: str) -> bool:
+    """``arg`` is a flag cvs-tui sets, also as salloc's getopt reads it: a long flag abbreviated to a
+    prefix (`--jobi=5`), a short one with its value attached (`-j5`) (audit 3 L4)."""
+    name = arg.split("=", 1)[0]
+    if name.startswith("--"):
+        return len(name) > 3 and any(f.startswith(name) for f in _NO_NODE_FLAGS if f.startswith("--"))
+    return any(not f.startswith("--") and arg.startswith(f) for f in _NO_NODE_FLAGS)
 
 
 async def allocation_from_env(client: SlurmClient, env: Mapping[str, str]) -> Allocation:

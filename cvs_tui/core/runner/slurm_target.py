@@ -33,19 +33,34 @@ from cvs_tui.core.runner.slurm import (
 from cvs_tui.core.runner.transport import CommandTimeout
 
 _NODES_FLAG = re.compile(r"^(?:-N|--nodes)(?:=?(.*))$")
+_COUNT = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit takes `２` and `²`
+_NODES_PER_CALL = 500
+MAX_SLURM_NODES = 16384  # the plan holds every node: past this it would take minutes and gigabytes
 
 
 def requested_nodes(salloc_args: Sequence[str]) -> int:
-    """The node count in ``--slurm-args`` (``-N 2``, ``-N2``, ``--nodes=2``); UserError when absent."""
+    """The node count in ``--slurm-args`` (``-N 2``, ``-N2``, ``--nodes=2``); UserError when absent,
+    given twice (salloc takes the last, the plan would show the first: L5), not a plain ASCII number
+    (`２`, `²`: L4, L6) or more than MAX_SLURM_NODES (M7)."""
+    counts: list[tuple[str, str]] = []
     for i, a in enumerate(salloc_args):
         m = _NODES_FLAG.match(a)
-        if not m:
-            continue
-        value = m.group(1) or (salloc_args[i + 1] if i + 1 < len(salloc_args) else "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
+        if m:
+            counts.append((a, m.group(1) or (salloc_args[i + 1] if i + 1 < len(salloc_args) else "")))
+    if not counts:
+        raise UserError("--slurm-args: no node count; add -N <nodes>, e.g. --slurm-args '-N 2 -p debug'")
+    if len(counts) > 1:
+        given = " and ".join(f"{a} {v}" if not v or v not in a else a for a, v in counts)
+        raise UserError(f"--slurm-args: the node count is given {len(counts)} times ({given}); give -N once")
+    a, value = counts[0]
+    if not _COUNT.fullmatch(value) or int(value) == 0:
         raise UserError(f"--slurm-args: {a} {value}: give the node count as one number, e.g. -N 2")
-    raise UserError("--slurm-args: no node count; add -N <nodes>, e.g. --slurm-args '-N 2 -p debug'")
+    if int(value) > MAX_SLURM_NODES:
+        raise UserError(
+            f"--slurm-args: {a} {value}: more nodes than cvs-tui plans for ({MAX_SLURM_NODES}); "
+            "give a smaller -N"
+        )
+    return int(value)
 
 
 def slurm_args_or_none(text: str | None, env: Mapping[str, str]) -> list[str] | None:
@@ -71,7 +86,13 @@ def slurm_args_or_none(text: str | None, env: Mapping[str, str]) -> list[str] | 
 
 async def node_addresses(client: SlurmClient, nodes: Sequence[str]) -> list[str]:
     """Each node's ``NodeAddr`` (the JAX coordinator must be an address the other ranks reach)."""
-    out = await client.check(["scontrol", "show", "node", "-o", ",".join(nodes)])
+    # a few hundred names per call: one argv word holds 128 KiB at most (20 000 names did not fit: L8)
+    out = "\n".join(
+        [
+            await client.check(["scontrol", "show", "node", "-o", ",".join(nodes[i : i + _NODES_PER_CALL])])
+            for i in range(0, len(nodes), _NODES_PER_CALL)
+        ]
+    )
     addr: dict[str, str] = {}
     for line in out.splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
