@@ -180,3 +180,28 @@ def test_check_private_on_the_raw_folder(run_folder: tuple[Path, Path], capsys) 
     for term in PRIVATE:
         assert term.lower() not in body.lower(), term
     assert "token" in body and "host" in body and "job" in body
+
+
+def test_a_run_folder_copy_leaves_binary_files_out_and_keeps_svg_namespaces(tmp_path: Path) -> None:
+    """A run folder's TensorBoard event files cannot be rewritten safely: a copy to --out leaves them out
+    and says so, instead of copying them and failing the re-check; the SVG charts' namespace URLs are
+    public names, not private hosts."""
+    from cvs_tui.core.privacy import scrub_files
+    from cvs_tui.core.privacy.hosts import host_kind
+
+    run = tmp_path / "run"
+    (run / "work" / "tb").mkdir(parents=True)
+    (run / "node0.log").write_text("connected to gpu-node-7.corp.example.com:8476\n")
+    (run / "work" / "tb" / "events.out.tfevents.1.gpu-node-7").write_bytes(
+        b"\x00\x01\x02binary gpu-node-7.corp.example.com \xff\xfe\x00" * 20
+    )
+    (run / "chart.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:dc="http://purl.org/dc/elements/1.1/"/>\n'
+    )
+    report = scrub_files([run], out_dir=tmp_path / "out")
+    assert report.clean, report.leftovers
+    assert len(report.left_out) == 1 and "tfevents" in report.left_out[0]
+    assert "gpu-node-7" not in report.left_out[0]  # the name it is listed under is scrubbed too
+    assert not any(p.name.startswith("events.out") for p in (tmp_path / "out").rglob("*"))
+    assert "http://www.w3.org/2000/svg" in next((tmp_path / "out").rglob("chart.svg")).read_text()
+    assert host_kind("www.w3.org", False) == "public"

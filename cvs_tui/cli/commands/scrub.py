@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"scrubbed {len(report.files)} file(s); replaced: {counts}")
     if args.out:
         print(f"  out      {args.out}")
+    if report.left_out:
+        print(f"  left out {len(report.left_out)} binary file(s) that cannot be rewritten safely:")
+        for name in report.left_out:
+            print(f"    {name}")
     for line in report.leftovers:
         print(line)
     if not report.clean:

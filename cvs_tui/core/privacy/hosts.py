@@ -23,7 +23,9 @@ Public names that stay (every label of them is public knowledge, and dropping th
 - `google.com`, `k8s.io`, `x-k8s.io`, `kubernetes.io`: API groups and label keys (`jobset.sigs.k8s.io`);
 - `amd.com`, `nvidia.com`, `jax.dev`, `openxla.org`, `tensorflow.org`, `pytorch.org`, `readthedocs.io`,
   `readthedocs.org`, `ubuntu.com`, `debian.org`, `anaconda.org`, `anaconda.com`, `conda-forge.org`:
-  vendor, framework and distribution sites named in warnings and install output.
+  vendor, framework and distribution sites named in warnings and install output;
+- `w3.org`, `purl.org`, `creativecommons.org`, `matplotlib.org`: the XML namespaces and metadata of
+  the SVG charts in report.html (`http://www.w3.org/2000/svg`, Dublin Core, the plotting library).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ PUBLIC_DOMAINS = frozenset(
         "anaconda.org",
         "anaconda.com",
         "conda-forge.org",
+        "w3.org",
+        "purl.org",
+        "creativecommons.org",
+        "matplotlib.org",
     }
 )
 PUBLIC_HOSTS = frozenset({"metadata.google.internal"})

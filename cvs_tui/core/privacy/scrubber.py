@@ -87,9 +87,12 @@ def read_text_lossless(path: Path) -> tuple[str, bool]:
 class ScrubReport:
     """What one scrub did. ``leftovers`` are `file:line:col category` lines the re-check still found (the
     export is not clean when any exist); ``suspects`` are host-like names no rule proves private (filled
-    only when the context does not know the hosts); ``files`` maps each input to the file written."""
+    only when the context does not know the hosts); ``files`` maps each input to the file written;
+    ``left_out`` names (scrubbed) the binary files a copy to ``--out`` leaves out, since nothing in them
+    can be rewritten safely (TensorBoard event files, checkpoints: MaxText's own outputs)."""
 
     files: dict[str, str] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
     replaced: dict[str, int] = field(default_factory=dict)  # category -> count
     leftovers: list[str] = field(default_factory=list)
     suspects: list[str] = field(default_factory=list)
@@ -328,9 +331,14 @@ def scrub_files(
             if dst.resolve() == src.resolve():
                 raise UserError(f"--out {out_dir}: would overwrite its input {src}; use --in-place for that")
     report = ScrubReport(hosts_known=sc.context.hosts_known)
+    written: list[Path] = []
     for src, dst in jobs:
+        dec = decode_bytes(_read(src))
+        if dec.encoding is None and out_dir is not None:
+            report.left_out.append(str(dst))  # its scrubbed name: where it would have gone
+            continue
         try:
-            _scrub_one(sc, src, dst, decode_bytes(_read(src)))
+            _scrub_one(sc, src, dst, dec)
         except OSError as exc:
             where = f"--out {out_dir}" if out_dir is not None else "--in-place"
             raise UserError(
@@ -340,11 +348,12 @@ def scrub_files(
             src.unlink()
             _drop_empty_parents(src.parent, stop=[Path(p) for p in paths])
         report.files[str(src)] = str(dst)
+        written.append(dst)
     report.replaced = dict(sc.replaced)
     known = sc.known_context
-    report.leftovers = check_files([dst for _, dst in jobs], known)
+    report.leftovers = check_files(written, known)
     if not known.hosts_known:
-        report.suspects = check_suspects([dst for _, dst in jobs], known)
+        report.suspects = check_suspects(written, known)
     return report
 
 
