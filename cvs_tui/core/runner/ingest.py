@@ -29,6 +29,7 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.records import RECORD_CAP
+from cvs_tui.core.runner.sections import STEP_LINE, line_section
 from cvs_tui.core.runner.watchdog import NodeWatch
 
 LINES_BATCH = 200  # raw lines per LogLinesEvent at most
@@ -72,6 +73,12 @@ def feed_rank(
         batch = tuple(lines[i : i + LINES_BATCH])
         emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
     r.lines += len(lines)
+    w.on_lines(lines, r.lines)
+    for ln in lines:  # sections, in line order (the parser emits a record only when the next starts)
+        if STEP_LINE in ln:
+            w.end_section(now)
+        elif (sec := line_section(ln)) is not None:
+            w.on_section(sec[0], sec[1], now)
     append = r.events.append
     for ev in r.parser.feed(chunk):
         if isinstance(ev, StepEvent):  # nearly every event: first, without the checks below
