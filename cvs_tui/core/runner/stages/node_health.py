@@ -62,6 +62,7 @@ class NodeHealthStage(Stage):
             no_transport=f"the {la.name} launcher gives no connection to the node's host",
         )
         ctx.runs.health_nodes = mon.node_health()
+        ctx.runs.health_records = mon.records
         ctx.health = mon
         detail = await mon.start()
         # never a silent pass: an unread kernel log shows as not checked, the suite goes on
