@@ -73,6 +73,7 @@ FINDING_CAUSE: dict[str, Cause] = {
     "amdgpu_poison": Cause.ECC,
     "mce_corrected": Cause.ECC,
     "nvidia_xid": Cause.ECC,  # warning-level Xids are row remaps and contained ECC errors
+    "ecc_correctable_rise": Cause.ECC,  # from telemetry (runner/health_watch.py)
     "amdgpu_ras_xgmi": Cause.LINK,
     "pcie_aer": Cause.LINK,
     "pcie_link_down": Cause.LINK,

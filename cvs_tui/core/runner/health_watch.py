@@ -74,6 +74,36 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def ecc_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
+    """ECC totals that rose since the node's previous sample, as findings: an uncorrectable rise is
+    fatal (the rule of the ``health.ecc.uncorrectable_delta`` gate, seen within one sample), a
+    correctable rise a warning."""
+    before = {s.gpu: s for s in n.last}
+    out: list[HealthFinding] = []
+    for s in got.samples:
+        b = before.get(s.gpu)
+        if b is None:
+            continue
+        for kind, was, now, sev in (
+            ("uncorrectable", b.ecc_uncorrectable, s.ecc_uncorrectable, Severity.FATAL),
+            ("correctable", b.ecc_correctable, s.ecc_correctable, Severity.WARNING),
+        ):
+            if was is not None and now is not None and now > was:
+                out.append(
+                    HealthFinding(
+                        node=n.rank,
+                        signature=f"ecc_{kind}_rise",
+                        severity=sev,
+                        line=f"{got.tool}: GPU {s.gpu} {kind} ECC errors {was} -> {now}",
+                        kernel_time=0.0,
+                        wall_time=got.at,
+                        host=n.host,
+                        detail=f"GPU {s.gpu} +{now - was}",
+                    )
+                )
+    return out
+
+
 def _any(values: Sequence[bool | None]) -> bool | None:
     xs = [v for v in values if v is not None]
     return any(xs) if xs else None
@@ -215,6 +245,17 @@ class HealthMonitor:
             )
             self._tasks.append(asyncio.create_task(self._sample_host(n, n.host_sampler)))
 
+    def _found(self, n: NodeMonitor, finding: HealthFinding) -> None:
+        """A finding from the telemetry (an ECC rise): the same path as a kernel-log finding."""
+        n.health.add(finding)
+        a = self.runs.on_health_finding(finding)
+        rec = finding_record(finding, a)
+        n.findings.append(rec)
+        if finding.severity is Severity.FATAL and a.run is None:
+            self.outside_fatal.append(rec)
+        self.emit(finding.to_event(a))
+        self._publish(n)
+
     async def _follow(self, n: NodeMonitor, f: KernelLogFollower) -> None:
         try:
             async for finding in f.findings():
@@ -236,9 +277,12 @@ class HealthMonitor:
             if isinstance(got, TelemetryError):
                 n.telemetry_error = str(got)
                 continue
+            rises = ecc_rises(n, got) if n.last else []
             n.tool, n.telemetry_error, n.last = got.tool, "", got.samples
             if not n.first:
                 n.first = got.samples
+            for finding in rises:
+                self._found(n, finding)
             if len(n.points) < MAX_POINTS:
                 n.points.append(telemetry_point(got))
             self.emit(got)
