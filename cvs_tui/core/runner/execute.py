@@ -101,6 +101,8 @@ class RunExecution:
         self.windows: list[RunWindow] = []
         self._current: tuple[str, float, list[RankLog], dict[int, list[tuple[int, float]]]] | None = None
         self.health_findings: dict[str, list[HealthFinding]] = {}
+        # told the watchdog's verdict as soon as it is known (the suite publishes it as the run stage's)
+        self.on_failure: Callable[[Verdict], None] | None = None
         # every node's telemetry, host timing and findings so far (set by the node_health stage)
         self.health_records: Callable[[], list[NodeHealthRecord]] | None = None
 
@@ -177,7 +179,10 @@ class RunExecution:
                 if broken is not None and (verdict is None or verdict.outcome is not RunOutcome.FAILED):
                     verdict = Verdict(RunOutcome.FAILED, broken, None, self.clock())
                     break
+                was = verdict
                 verdict, stop = decide(watches, self.clock(), self.opt, verdict)
+                if verdict is not None and was is None and self.on_failure is not None:
+                    self.on_failure(verdict)  # the cause is known: say so before the others are stopped
                 if stop:
                     break
             if verdict is not None and verdict.outcome is RunOutcome.HUNG and verdict.root is not None:
