@@ -289,13 +289,14 @@ def matrix(kinds: list[str], repeat: int) -> None:
                 f"{what}; {o.reason[:150]}",
                 flush=True,
             )
-        rows.append((kind, len(called), to_node, to_end, called))
-    print(f"\n{'fault':<8} {'n':>3} {'node p50':>8} {'p95':>8} {'verdict p50':>11} {'p95':>8}  called")
-    for kind, n, tn, te, called in rows:
+        rows.append((kind, len(called), to_node, to_verdict, to_end, called))
+    print("\nseconds from the fault to: the node marked failed/hung, the run's verdict, the run's end")
+    head = ["fault", "n", "node p50", "p95", "verdict p50", "p95", "end p50", "p95"]
+    print(f"{head[0]:<8} {head[1]:>3} " + " ".join(f"{h:>8}" for h in head[2:]) + "  called")
+    for kind, n, tn, tv, te, called in rows:
         counts = {c: called.count(c) for c in dict.fromkeys(called)}
-        print(
-            f"{kind:<8} {n:>3} {_fmt(tn)} {_fmt(te):>20}  {', '.join(f'{c} x{k}' for c, k in counts.items())}"
-        )
+        what = ", ".join(f"{c} x{k}" for c, k in counts.items())
+        print(f"{kind:<8} {n:>3} {_fmt(tn)} {_fmt(tv)} {_fmt(te)}  {what}")
 
 
 def _s(at: float | None, t0: float) -> str:
