@@ -104,3 +104,22 @@ def test_the_host_probe_reads_steal_pressure_and_the_trainer_cgroup() -> None:
     )
     none = host_point(parse_probe("", 0.0), parse_probe("psi \n", 5.0))  # nothing readable: None, never 0
     assert (none.steal_pct, none.cpu_pressure_pct, none.trainer_throttled_pct) == (None, None, None)
+
+
+def test_the_console_prints_the_straggler_after_the_run_end_line() -> None:
+    from rich.console import Console
+
+    from cvs_tui.cli.console import ConsoleView
+    from cvs_tui.core.events import RunEndEvent, RunOutcome, RunStartEvent, VerdictEvent
+
+    console = Console(record=True, width=300, color_system=None)
+    cv = ConsoleView(console)
+    line = (
+        "straggler: node 1 (n1), clock drop: graphics clock 1700 MHz vs 2100 MHz on the other nodes (-19 %)"
+    )
+    cv.handle(RunStartEvent("R", 10, ("n0", "n1")))
+    cv.handle(VerdictEvent("R", "straggler", "RECORD", "none", 4.2, "% tokens/s without it", line))
+    console.export_text(clear=True)
+    cv.handle(RunEndEvent("R", RunOutcome.COMPLETE))
+    out = console.export_text(clear=True).splitlines()
+    assert out[-2].startswith("run R complete") and out[-1] == f"  {line}"
