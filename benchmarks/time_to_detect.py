@@ -20,7 +20,7 @@ machine's clock (the nodes share it):
 - rising ECC: the recorded amd-smi output (tests/fixtures/smi, a replay of hardware this machine lacks)
   starts returning a rising uncorrectable ECC total;
 - slow node: rank 1's trainer (CPU-bound steps here, each logging its own wall time) is put under a
-  5 % CPU quota (cgroup v1 ``cpu``; at 30 % the quota did not bind while the machine's load was 15)
+  10 % CPU quota (cgroup v1 ``cpu``; at 30 % the quota did not bind while the machine's load was 15)
   at step 5; the straggler is named when the run is judged (at its
   end), so only the cause it names is printed.
 
@@ -59,7 +59,7 @@ from cvs_tui.core.runner.options import RunOptions
 
 STEP_S = 0.25
 FAULT_STEP = 20
-QUOTA_PCT = 5  # the slow node's CPU quota: low enough to bind on this shared, busy 2-core machine
+QUOTA_PCT = 10  # the slow node's CPU quota: low enough to bind on this shared, busy 2-core machine
 SMI = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "smi"
 MARK = 'F="$(dirname "$0")/../fault.$RANK"\n'
 STAMP = 'date +%s.%N > "$F"\n'

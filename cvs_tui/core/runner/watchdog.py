@@ -8,8 +8,8 @@ to stop it. The rules:
 - the first failure is the earliest of: a fatal signature or NaN abort (at the time it was seen), a
   non-zero exit or a lost node (at that node's last progress); that node is the root cause;
 - after a failure the others get ``fail_grace_s`` to exit on their own, then are stopped as victims;
-  the grace ends as soon as every rank still running has written its own error (nothing more to wait
-  for), so the verdict does not wait out the grace when the cause is known;
+  the grace ends once every rank still running has written its own error (``SETTLE_S`` ago, for the
+  rest of its traceback): there is nothing more to wait for;
 - with no failure, a rank that has made no progress for longer than its limit has hung: the compile
   allowance before its first step, then ``hang_factor`` × the p95 step time, at least ``hang_min_s``.
   While a section is announced (a checkpoint save or restore, an eval, a profiler capture, a
@@ -34,6 +34,7 @@ from cvs_tui.core.textsafe import mask_secrets, sanitize_text
 
 WARMUP_STEPS = 3  # the first train steps' times (compile, caches) are not step times
 P95_WINDOW = 200  # the p95 is taken over this many latest step times
+SETTLE_S = 1.0  # after a rank's own fatal line, the time its remaining error lines get before it is stopped
 LAST_LINE_SHOWN = 200  # characters of a hung rank's last line kept in its reason
 
 
@@ -127,8 +128,11 @@ def decide(watches: Sequence[NodeWatch], now: float, opt: RunOptions, failure: V
     if failure is None and (culprit := first_failure(watches)) is not None:
         failure = Verdict(RunOutcome.FAILED, culprit[1], culprit[0], now)
     if failure is not None:
-        # nothing more to wait for once every rank still running has written its own error
-        settled = all(w.first_fatal_at is not None for w in watches if not w.done)
+        # nothing more to wait for once every rank still running has written its own error (a moment
+        # ago: the rest of a traceback follows its first fatal line)
+        settled = all(
+            w.first_fatal_at is not None and now - w.first_fatal_at >= SETTLE_S for w in watches if not w.done
+        )
         return Decision(failure, settled or now - failure.at > opt.fail_grace_s)
     hung = find_hang(watches, now, opt)
     if hung is not None:
