@@ -189,8 +189,10 @@ class HealthMonitor:
         emit: Callable[[RunEvent], None],
         runs: AttributesFindings,
         no_transport: str = "",
+        host_timing_s: float | None = None,
     ) -> None:
         self.emit = emit
+        self.host_timing_s = host_timing_s  # None: no host timing (each probe would cost a Slurm step)
         self.runs = runs
         self.telemetry_s = telemetry_s
         self.transports = list(transports)
@@ -239,9 +241,9 @@ class HealthMonitor:
         if t is not None and self.telemetry_s:
             n.sampler = TelemetrySampler(t, node=n.rank, host=n.host, interval=self.telemetry_s)
             self._tasks.append(asyncio.create_task(self._sample(n, n.sampler)))
-        if t is not None and n.access != "off":
+        if t is not None and n.access != "off" and self.host_timing_s:
             n.host_sampler = HostSampler(
-                t, interval=self.telemetry_s or HOST_INTERVAL_S, pid_file=partial(self._pid_file, n.rank)
+                t, interval=self.host_timing_s, pid_file=partial(self._pid_file, n.rank)
             )
             self._tasks.append(asyncio.create_task(self._sample_host(n, n.host_sampler)))
 
