@@ -123,3 +123,26 @@ def test_the_console_prints_the_straggler_after_the_run_end_line() -> None:
     cv.handle(RunEndEvent("R", RunOutcome.COMPLETE))
     out = console.export_text(clear=True).splitlines()
     assert out[-2].startswith("run R complete") and out[-1] == f"  {line}"
+
+
+def test_the_report_names_the_straggler_and_its_cause(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from _analysis_samples import load_local, sample_results
+
+    from cvs_tui.core.health.straggler import straggler_record, straggler_verdict
+    from cvs_tui.core.report import write_reports
+
+    results = sample_results(load_local(tmp_path / "", steps=20))
+    sc = corpus(seed=34, per_cause=1)[0]
+    got = find_straggler(sc.nodes, sc.job)
+    assert got is not None
+    run = results.runs[0]
+    run.straggler_cause = straggler_record(got)
+    run.verdicts.append(straggler_verdict(got))
+    write_reports(results, tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    assert f"Straggler: node {got.node} (n{got.node}), <b>{got.cause}</b>" in html
+    assert f"without node {got.node}: +{got.what_if_pct:.1f} % tokens/s" in html
+    assert (
+        got.line() in (tmp_path / "summary.md").read_text()
+        or "straggler" in (tmp_path / "summary.md").read_text()
+    )
