@@ -4,6 +4,7 @@ real amd-smi output and real kernel lines with the fault written into copies), a
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from collections import Counter
 from dataclasses import replace
 
@@ -125,7 +126,7 @@ def test_the_console_prints_the_straggler_after_the_run_end_line() -> None:
     assert out[-2].startswith("run R complete") and out[-1] == f"  {line}"
 
 
-def test_the_report_names_the_straggler_and_its_cause(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_report_names_the_straggler_and_its_cause(tmp_path: Path) -> None:
     from _analysis_samples import load_local, sample_results
 
     from cvs_tui.core.health.straggler import straggler_record, straggler_verdict
