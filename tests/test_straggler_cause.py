@@ -4,9 +4,9 @@ real amd-smi output and real kernel lines with the fault written into copies), a
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from _straggler_scenarios import clean, corpus, scenario
