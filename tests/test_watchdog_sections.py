@@ -199,3 +199,24 @@ def test_overrides_still_set_the_budgets(tmp_path: Path) -> None:
 )
 def test_the_section_each_line_announces(line: str, expected: tuple[Section, bool] | None) -> None:
     assert line_section(f"I1130 10:00:00.000000 140000000000001 x.py:1] {line}") == expected
+
+
+def test_a_chunk_is_read_from_its_last_step_or_section_line(tmp_path: Path) -> None:
+    """One chunk with a step, a save that finished and a new save: the new save counts from now."""
+    run = Run(tmp_path, ranks=1)
+    _train(run, 1, 10)
+    run.feed(0, _info("Saving checkpoint at step 10"))
+    w = run.ranks[0].watch
+    opened = w.section_since
+    run.advance(50.0)
+    chunk = (
+        _info("Finished blocking save in 50.0 seconds @ /ck/10")
+        + _step(11)
+        + _info("Saving checkpoint at step 11")
+        + _info("an unrelated line after it")
+    )
+    run.feed(0, chunk)
+    assert w.section is Section.CHECKPOINT_SAVE and w.section_since == run.now > opened
+    assert w.longest[Section.CHECKPOINT_SAVE] == pytest.approx(50.0)
+    run.feed(0, _step(12) + _info("a line after the step"))
+    assert w.section is None

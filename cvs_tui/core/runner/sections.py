@@ -63,7 +63,10 @@ _RULES: tuple[tuple[str, re.Pattern[bytes], Section, bool], ...] = (
     ("compiling ", _COMPILE_OPEN, Section.COMPILE, True),
     ("finished xla compilation", _COMPILE_CLOSE, Section.COMPILE, False),
 )
-_ANCHOR = re.compile("|".join(re.escape(a) for a, *_ in _RULES), re.IGNORECASE)
+_ANCHOR = re.compile("|".join(re.escape(a) for a, *_ in _RULES))  # on the case-folded line
+# every anchor holds one of these: a line with none of them (nearly all) costs a few substring tests
+_ROOTS = ("checkpoint", "save", "restor", "load", "eval", "profiler", "compil", "/read/", "average loss")
+assert all(any(r in a for r in _ROOTS) for a, *_ in _RULES)
 _BY_ANCHOR: dict[str, list[tuple[re.Pattern[bytes], Section, bool]]] = {}
 for _a, _rx, _sec, _opens in _RULES:
     _BY_ANCHOR.setdefault(_a, []).append((_rx, _sec, _opens))
@@ -75,11 +78,14 @@ def line_section(line: str) -> tuple[Section, bool] | None:
     """(section, opens) for a line that announces (True) or ends (False) a section; None otherwise.
 
     A step line is not a section line: the caller checks ``STEP_LINE`` first (nearly every line)."""
-    m = _ANCHOR.search(line)
+    low = line.lower()
+    if not any(r in low for r in _ROOTS):
+        return None
+    m = _ANCHOR.search(low)
     if m is None:
         return None
     raw = line.encode("utf-8", "replace")
-    for rx, sec, opens in _BY_ANCHOR[m.group().lower()]:
+    for rx, sec, opens in _BY_ANCHOR[m.group()]:
         if rx.search(raw):
             return sec, opens
     return None
