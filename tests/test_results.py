@@ -57,6 +57,8 @@ def test_documented_fields_exist(tmp_path: Path) -> None:
         r.HealthFindingRecord,
         r.GpuSampleRecord,
         r.TelemetryPoint,
+        r.HostPoint,
+        r.StragglerRecord,
     ):
         for name in model.model_fields:
             assert f"`{name}`" in doc, f"{model.__name__}.{name} is not documented"

@@ -44,16 +44,18 @@ def test_no_step_past_the_compile_allowance_is_a_hang_of_that_rank() -> None:
     verdict, stop = decide(ws, T0 + 101.0, OPT, None)
     assert stop and verdict is not None
     assert (verdict.outcome, verdict.root) == (RunOutcome.HUNG, 1)
-    assert verdict.reason == "node 1: no progress for 101 s waiting for the first step (compile allowance)"
+    assert verdict.reason == (
+        "node 1 (h1): no progress for 101 s waiting for the first step (compile allowance); no line yet"
+    )
 
 
 def test_after_the_first_step_the_limit_is_k_times_p95_step_time() -> None:
     ws = _watches(1)
     _train(ws[0], 50, 5.0, T0)  # p95 = 5 s: limit max(30, 10 x 5) = 50 s
-    assert decide(ws, T0 + 50.0, OPT, None) == (None, False)
-    verdict, stop = decide(ws, T0 + 50.5, OPT, None)
+    assert decide(ws, T0 + 49.9, OPT, None) == (None, False)
+    verdict, stop = decide(ws, T0 + 50.0, OPT, None)
     assert stop and verdict is not None and verdict.outcome is RunOutcome.HUNG
-    assert "waiting for the next step (10 x p95 step time, at least 30 s)" in verdict.reason
+    assert "waiting for the next step (10 x p95 step time, at least 30 s) while training" in verdict.reason
 
 
 def test_fast_steps_still_get_hang_min_s() -> None:
@@ -99,14 +101,26 @@ def test_a_clean_exit_is_not_a_failure() -> None:
 
 
 def test_the_others_get_the_fail_grace_then_are_stopped_as_victims() -> None:
-    ws = _watches()
+    ws = _watches(3)
     ws[0].on_fatal(line=7, now=T0 + 10)
     verdict, stop = decide(ws, T0 + 11.0, OPT, None)
     assert not stop and verdict == Verdict(RunOutcome.FAILED, "node 0: fatal error at line 7", 0, T0 + 11.0)
     # the failure stays the first one, whatever happens during the grace
     ws[1].exit_code, ws[1].last_progress = 3, T0 + 5
-    assert decide(ws, T0 + 26.0, OPT, verdict) == (verdict, False)
+    assert decide(ws, T0 + 26.0, OPT, verdict) == (verdict, False)  # rank 2 still runs, no error of its own
     assert decide(ws, T0 + 26.5, OPT, verdict) == (verdict, True)
+
+
+def test_the_grace_ends_once_every_running_rank_wrote_its_own_error() -> None:
+    ws = _watches(3)
+    ws[0].exit_code = 1
+    verdict, stop = decide(ws, T0 + 1.0, OPT, None)
+    assert verdict is not None and verdict.root == 0 and not stop
+    ws[1].on_fatal(line=40, now=T0 + 2.0)  # a victim's own error (its peer vanished)
+    assert decide(ws, T0 + 2.5, OPT, verdict) == (verdict, False)  # rank 2 has said nothing yet
+    ws[2].on_fatal(line=41, now=T0 + 3.0)
+    assert decide(ws, T0 + 3.5, OPT, verdict) == (verdict, False)  # the rest of its traceback may follow
+    assert decide(ws, T0 + 4.0, OPT, verdict) == (verdict, True)  # 11 s before the grace would end
 
 
 def test_no_hang_is_declared_while_a_failure_is_in_its_grace() -> None:

@@ -158,6 +158,9 @@ class ConsoleView:
             if ev.root_cause_node is not None:
                 line.append(f" (root cause: node {ev.root_cause_node})", style="bold red")
             out.print(line)
+            straggler = self.view.runs[ev.run].verdicts.get("straggler")
+            if straggler is not None and straggler.message:
+                out.print(Text(f"  {straggler.message}", style="yellow"))
         elif isinstance(ev, SuiteEndEvent):
             self.final()
 

@@ -431,6 +431,9 @@ class GpuSample:
     mem_clock_mhz: float | None = None
     ecc_correctable: int | None = None  # running totals as the tool reports them
     ecc_uncorrectable: int | None = None
+    throttled: bool | None = None  # the tool says the GPU is throttled now (thermal, power, VR, ...)
+    pcie_width: int | None = None  # the link's current lanes
+    pcie_speed_gts: float | None = None  # the link's current speed, GT/s
 
 
 @dataclass(frozen=True, slots=True)

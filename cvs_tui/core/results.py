@@ -239,15 +239,51 @@ class GpuSampleRecord(_Model):
     mem_clock_mhz: float | None = None
     ecc_correctable: int | None = None
     ecc_uncorrectable: int | None = None
+    throttled: bool | None = None
+    pcie_width: int | None = None
+    pcie_speed_gts: float | None = None
 
 
 class TelemetryPoint(_Model):
-    """One sample of a node, averaged over its GPUs (the report's chart); None where none reported."""
+    """One sample of a node, averaged over its GPUs (the report's chart); None where none reported.
+
+    The fields after ``temp_c`` feed the straggler's cause (health/straggler.py): the mean graphics
+    clock, whether any GPU said it was throttled, the narrowest/slowest PCIe link, ECC totals summed."""
 
     at: float
     util_pct: float | None = None
     power_w: float | None = None
     temp_c: float | None = None
+    gfx_clock_mhz: float | None = None
+    throttled: bool | None = None
+    pcie_width: int | None = None
+    pcie_speed_gts: float | None = None
+    ecc_correctable: int | None = None
+    ecc_uncorrectable: int | None = None
+
+
+class HostPoint(_Model):
+    """One sample of a node's host (health/host.py): CPU steal and pressure, and the trainer's own
+    share of time throttled by its CPU quota or waiting for a CPU; None where it could not be read."""
+
+    at: float
+    steal_pct: float | None = None
+    cpu_pressure_pct: float | None = None  # /proc/pressure/cpu "some" avg10
+    trainer_throttled_pct: float | None = None
+    trainer_wait_pct: float | None = None
+
+
+class StragglerRecord(_Model):
+    """The node that held a run back, why, and what the run lost (docs/metrics.md, "Straggler cause")."""
+
+    node: int
+    host: str = ""
+    cause: str  # a health.straggler.Cause value
+    evidence: str
+    window_start: float
+    window_end: float
+    slowdown_pct: float  # the job's step time in the window over its healthy step time, minus 100
+    what_if_pct: float  # tokens/s gained over the whole run without this node's slowdown
 
 
 class NodeHealthRecord(_Model):
@@ -264,6 +300,7 @@ class NodeHealthRecord(_Model):
     telemetry_last: list[GpuSampleRecord] = Field(default_factory=list)  # the latest sample per GPU
     telemetry_first: list[GpuSampleRecord] = Field(default_factory=list)  # the first (ECC comparison)
     telemetry: list[TelemetryPoint] = Field(default_factory=list)
+    host_timing: list[HostPoint] = Field(default_factory=list)
 
 
 class RunRecord(_Model):
@@ -287,6 +324,7 @@ class RunRecord(_Model):
     environment: Environment = Field(default_factory=Environment)
     notes: list[str] = Field(default_factory=list)
     health_findings: list[HealthFindingRecord] = Field(default_factory=list)  # those attributed to it
+    straggler_cause: StragglerRecord | None = None  # the slowed node and why (None: none found)
 
     def metric(self, name: str) -> MetricRecord | None:
         return next((m for m in self.metrics if m.name == name), None)

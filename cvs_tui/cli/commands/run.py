@@ -76,7 +76,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=float,
         default=d.hang_min_s,
         metavar="S",
-        help=f"... and at least S seconds ({d.hang_min_s:g})",
+        help=f"... and at least S seconds ({d.hang_min_s:g}); longer while the log announces a checkpoint "
+        "save, eval, profiler capture or compilation (docs/watchdog.md)",
     )
     add_metrics_options(p)
     p.set_defaults(handler=run)

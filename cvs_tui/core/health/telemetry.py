@@ -126,6 +126,7 @@ def parse_amd_smi_metric(text: str) -> list[GpuSample]:
         power = v if isinstance(v := g.get("power"), Mapping) else {}
         temp = v if isinstance(v := g.get("temperature"), Mapping) else {}
         ecc = v if isinstance(v := g.get("ecc"), Mapping) else {}
+        pcie = v if isinstance(v := g.get("pcie"), Mapping) else {}
         out.append(
             GpuSample(
                 gpu=_int(g.get("gpu")) or 0,
@@ -138,9 +139,25 @@ def parse_amd_smi_metric(text: str) -> list[GpuSample]:
                 mem_clock_mhz=_clock(g.get("clock"), "mem"),
                 ecc_correctable=_int(ecc.get("total_correctable_count")),
                 ecc_uncorrectable=_int(ecc.get("total_uncorrectable_count")),
+                throttled=_throttled(power.get("throttle_status"), g.get("throttle")),
+                pcie_width=_int(pcie.get("width")),
+                pcie_speed_gts=_num(pcie.get("speed")),
             )
         )
     return out
+
+
+def _throttled(status: Any, throttle: Any) -> bool | None:
+    """amd-smi's ``power.throttle_status`` ("THROTTLED"/"UNTHROTTLED"), else its ``throttle`` block's
+    violation percentages (metrics 1.6+: any above 0 is a throttle); None when neither is reported."""
+    if isinstance(status, str) and status.strip().upper() in ("THROTTLED", "UNTHROTTLED"):
+        return status.strip().upper() == "THROTTLED"
+    if isinstance(throttle, Mapping):
+        pcts = [_num(v) for k, v in throttle.items() if "violation" in str(k)]
+        seen = [p for p in pcts if p is not None]
+        if seen:
+            return max(seen) > 0
+    return None
 
 
 def parse_rocm_smi_json(text: str) -> list[GpuSample]:

@@ -42,10 +42,11 @@ from cvs_tui.core.health.model import (
     health_metrics,
 )
 from cvs_tui.core.health.model import failure_reason as health_failure_reason
+from cvs_tui.core.health.straggler import find_straggler, run_evidence, straggler_record, straggler_verdict
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import Plan, PlannedRun
-from cvs_tui.core.results import RunRecord
+from cvs_tui.core.results import NodeHealthRecord, RunRecord
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.ingest import (
@@ -57,6 +58,7 @@ from cvs_tui.core.runner.ingest import (
     split_lines,
 )
 from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
+from cvs_tui.core.runner.launcher import pid_file
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
 
@@ -103,6 +105,10 @@ class RunExecution:
         self.windows: list[RunWindow] = []
         self._current: tuple[str, float, list[RankLog], dict[int, list[tuple[int, float]]]] | None = None
         self.health_findings: dict[str, list[HealthFinding]] = {}
+        # told the watchdog's verdict as soon as it is known (the suite publishes it as the run stage's)
+        self.on_failure: Callable[[Verdict], None] | None = None
+        # every node's telemetry, host timing and findings so far (set by the node_health stage)
+        self.health_records: Callable[[], list[NodeHealthRecord]] | None = None
 
     async def stop_active(self) -> None:
         if self.job is not None and self.active:
@@ -177,7 +183,10 @@ class RunExecution:
                 if broken is not None and (verdict is None or verdict.outcome is not RunOutcome.FAILED):
                     verdict = Verdict(RunOutcome.FAILED, broken, None, self.clock())
                     break
+                was = verdict
                 verdict, stop = decide(watches, self.clock(), self.opt, verdict)
+                if verdict is not None and was is None and self.on_failure is not None:
+                    self.on_failure(verdict)  # the cause is known: say so before the others are stopped
                 if stop:
                     break
             if verdict is not None and verdict.outcome is RunOutcome.HUNG and verdict.root is not None:
@@ -324,6 +333,15 @@ class RunExecution:
             self._node_status(cur[0], w.rank, NodeState.FAILED, reason)
         return a
 
+    def trainer_pid_file(self, rank: int) -> str | None:
+        """The running trainer's ``<log>.pid`` on its node (host timing reads its process), if known.
+
+        Only for trainers run on the host: inside a container the pid belongs to another namespace."""
+        paths = getattr(self.job, "log_paths", None)
+        if self._current is None or self.plan.container_runtime != "host" or not isinstance(paths, list):
+            return None
+        return pid_file(paths[rank]) if rank < len(paths) else None
+
     def _end_window(self, key: str) -> None:
         cur = self._current
         if cur is not None and cur[0] == key:
@@ -376,6 +394,7 @@ class RunExecution:
             # codes), so the watchdog's root cause and reason stand
             rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
             rec.reason, rec.root_cause_node = verdict.reason, root
+        self._name_straggler(rec)
         for verdict_ev in judging.run_result_events(rec):
             self.emit(verdict_ev)
         self.emit(
@@ -388,6 +407,18 @@ class RunExecution:
             )
         )
         return rec
+
+    def _name_straggler(self, rec: RunRecord) -> None:
+        """The node that held this run back and why (health/straggler.py), as a record and a RECORD
+        verdict; nothing when node health is not watched or no node stands out."""
+        window = self.windows[-1] if self.windows and self.windows[-1].run == rec.key else None
+        if self.health_records is None or window is None:
+            return
+        nodes, job = run_evidence(rec, self.health_records(), window)
+        cause = find_straggler(nodes, job)
+        if cause is not None:
+            rec.straggler_cause = straggler_record(cause)
+            rec.verdicts.append(straggler_verdict(cause))
 
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"

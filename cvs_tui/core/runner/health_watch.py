@@ -14,10 +14,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal, Protocol
 
 from cvs_tui.core.events import (
     GpuSample,
+    GpuTelemetryEvent,
     HealthState,
     NodeHealthEvent,
     RunEvent,
@@ -31,9 +33,11 @@ from cvs_tui.core.health import (
     TelemetryError,
     TelemetrySampler,
 )
+from cvs_tui.core.health.host import HostSampler
 from cvs_tui.core.results import (
     GpuSampleRecord,
     HealthFindingRecord,
+    HostPoint,
     NodeHealthRecord,
     TelemetryPoint,
 )
@@ -45,6 +49,9 @@ MAX_POINTS = 720  # telemetry points kept per node for the report (an hour at 5 
 
 class AttributesFindings(Protocol):
     def on_health_finding(self, finding: HealthFinding) -> Attribution: ...
+
+
+HOST_INTERVAL_S = 5.0  # host timing every this many seconds when GPU telemetry is off (CPU runs)
 
 
 def finding_record(f: HealthFinding, a: Attribution) -> HealthFindingRecord:
@@ -67,6 +74,68 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def ecc_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
+    """ECC totals that rose since the node's previous sample, as findings: an uncorrectable rise is
+    fatal (the rule of the ``health.ecc.uncorrectable_delta`` gate, seen within one sample), a
+    correctable rise a warning."""
+    before = {s.gpu: s for s in n.last}
+    out: list[HealthFinding] = []
+    for s in got.samples:
+        b = before.get(s.gpu)
+        if b is None:
+            continue
+        for kind, was, now, sev in (
+            ("uncorrectable", b.ecc_uncorrectable, s.ecc_uncorrectable, Severity.FATAL),
+            ("correctable", b.ecc_correctable, s.ecc_correctable, Severity.WARNING),
+        ):
+            if was is not None and now is not None and now > was:
+                out.append(
+                    HealthFinding(
+                        node=n.rank,
+                        signature=f"ecc_{kind}_rise",
+                        severity=sev,
+                        line=f"{got.tool}: GPU {s.gpu} {kind} ECC errors {was} -> {now}",
+                        kernel_time=0.0,
+                        wall_time=got.at,
+                        host=n.host,
+                        detail=f"GPU {s.gpu} +{now - was}",
+                    )
+                )
+    return out
+
+
+def _any(values: Sequence[bool | None]) -> bool | None:
+    xs = [v for v in values if v is not None]
+    return any(xs) if xs else None
+
+
+def _least(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return min(xs) if xs else None
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    xs = [v for v in values if v is not None]
+    return sum(xs) if xs else None
+
+
+def telemetry_point(ev: GpuTelemetryEvent) -> TelemetryPoint:
+    """One sample of a node as the report and the straggler's cause keep it (over its GPUs)."""
+    got = ev.samples
+    return TelemetryPoint(
+        at=ev.at,
+        util_pct=_mean([x.util_pct for x in got]),
+        power_w=_mean([x.power_w for x in got]),
+        temp_c=_mean([x.temp_c for x in got]),
+        gfx_clock_mhz=_mean([x.gfx_clock_mhz for x in got]),
+        throttled=_any([x.throttled for x in got]),
+        pcie_width=min((x.pcie_width for x in got if x.pcie_width is not None), default=None),
+        pcie_speed_gts=_least([x.pcie_speed_gts for x in got]),
+        ecc_correctable=_total([x.ecc_correctable for x in got]),
+        ecc_uncorrectable=_total([x.ecc_uncorrectable for x in got]),
+    )
+
+
 def _sample_record(s: GpuSample) -> GpuSampleRecord:
     return GpuSampleRecord(**{k: getattr(s, k) for k in GpuSampleRecord.model_fields})
 
@@ -87,6 +156,8 @@ class NodeMonitor:
         self.first: tuple[GpuSample, ...] = ()
         self.last: tuple[GpuSample, ...] = ()
         self.points: list[TelemetryPoint] = []
+        self.host_sampler: HostSampler | None = None
+        self.host_points: list[HostPoint] = []
 
     def record(self) -> NodeHealthRecord:
         return NodeHealthRecord(
@@ -101,6 +172,7 @@ class NodeMonitor:
             telemetry_last=[_sample_record(s) for s in self.last],
             telemetry_first=[_sample_record(s) for s in self.first],
             telemetry=list(self.points),
+            host_timing=list(self.host_points),
         )
 
 
@@ -117,8 +189,10 @@ class HealthMonitor:
         emit: Callable[[RunEvent], None],
         runs: AttributesFindings,
         no_transport: str = "",
+        host_timing_s: float | None = None,
     ) -> None:
         self.emit = emit
+        self.host_timing_s = host_timing_s  # None: no host timing (each probe would cost a Slurm step)
         self.runs = runs
         self.telemetry_s = telemetry_s
         self.transports = list(transports)
@@ -167,6 +241,22 @@ class HealthMonitor:
         if t is not None and self.telemetry_s:
             n.sampler = TelemetrySampler(t, node=n.rank, host=n.host, interval=self.telemetry_s)
             self._tasks.append(asyncio.create_task(self._sample(n, n.sampler)))
+        if t is not None and n.access != "off" and self.host_timing_s:
+            n.host_sampler = HostSampler(
+                t, interval=self.host_timing_s, pid_file=partial(self._pid_file, n.rank)
+            )
+            self._tasks.append(asyncio.create_task(self._sample_host(n, n.host_sampler)))
+
+    def _found(self, n: NodeMonitor, finding: HealthFinding) -> None:
+        """A finding from the telemetry (an ECC rise): the same path as a kernel-log finding."""
+        n.health.add(finding)
+        a = self.runs.on_health_finding(finding)
+        rec = finding_record(finding, a)
+        n.findings.append(rec)
+        if finding.severity is Severity.FATAL and a.run is None:
+            self.outside_fatal.append(rec)
+        self.emit(finding.to_event(a))
+        self._publish(n)
 
     async def _follow(self, n: NodeMonitor, f: KernelLogFollower) -> None:
         try:
@@ -189,23 +279,31 @@ class HealthMonitor:
             if isinstance(got, TelemetryError):
                 n.telemetry_error = str(got)
                 continue
+            rises = ecc_rises(n, got) if n.last else []
             n.tool, n.telemetry_error, n.last = got.tool, "", got.samples
             if not n.first:
                 n.first = got.samples
+            for finding in rises:
+                self._found(n, finding)
             if len(n.points) < MAX_POINTS:
-                n.points.append(
-                    TelemetryPoint(
-                        at=got.at,
-                        util_pct=_mean([x.util_pct for x in got.samples]),
-                        power_w=_mean([x.power_w for x in got.samples]),
-                        temp_c=_mean([x.temp_c for x in got.samples]),
-                    )
-                )
+                n.points.append(telemetry_point(got))
             self.emit(got)
+
+    def _pid_file(self, rank: int) -> str | None:
+        """The running trainer's pid file on node ``rank``, when the runs know it."""
+        known = getattr(self.runs, "trainer_pid_file", None)
+        return known(rank) if callable(known) else None
+
+    async def _sample_host(self, n: NodeMonitor, s: HostSampler) -> None:
+        async for point in s.points():
+            if len(n.host_points) < MAX_POINTS:
+                n.host_points.append(point)
 
     async def stop(self) -> list[str]:
         """Stop followers and samplers; the fatal findings that fell outside any run (problem lines)."""
         for n in self.nodes:
+            if n.host_sampler is not None:
+                n.host_sampler.stop()
             if n.follower is not None:
                 n.follower.stop()
             if n.sampler is not None:

@@ -34,6 +34,7 @@ from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.runner import judging
+from cvs_tui.core.runner.sections import STEP_LINE, Section, line_section
 from cvs_tui.core.runner.watchdog import NodeWatch
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ def feed_rank(
         batch = tuple(lines[i : i + LINES_BATCH])
         emit(LogLinesEvent(run=run, node=w.rank, first_line=r.lines + i + 1, lines=batch))
     r.lines += len(lines)
+    w.on_lines(lines, r.lines)
+    track_sections(w, lines, now)
     judged: list[LogEvent] = []
     append = judged.append
     for ev in r.parser.feed(chunk):
@@ -115,6 +118,30 @@ def feed_rank(
     if r.keep_steps:
         r.steps.add(judged)
     return lines
+
+
+def _section_hit(line: str) -> tuple[Section | None, bool] | None:
+    """(section, opens) of a section line, (None, False) for a step line (it ends any section)."""
+    return (None, False) if STEP_LINE in line else line_section(line)
+
+
+def track_sections(w: NodeWatch, lines: list[str], now: float) -> None:
+    """What the chunk leaves the rank doing (:mod:`.sections`), read from its last step or section line
+    backwards: a chunk nearly always ends with a step line, so one line is looked at. (Raw lines: the
+    parser emits a record only when the next one starts, and a save's line is the last before it.)"""
+    for i in range(len(lines) - 1, -1, -1):
+        hit = _section_hit(lines[i])
+        if hit is None:
+            continue
+        kind, opens = hit
+        if kind is None or not opens:
+            if kind is None or w.section is kind:
+                w.end_section(now)
+            return
+        if w.section is kind and any((h := _section_hit(ln)) is not None and not h[1] for ln in lines[:i]):
+            w.end_section(now)  # that one ended in this chunk: this announcement is a new one
+        w.on_section(kind, True, now)
+        return
 
 
 def finish_rank(r: RankLog, run: str, emit: Callable[[RunEvent], None]) -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cvs_tui.core.runner.sections import SECTION_FACTOR, SECTION_MIN_S
+
 if TYPE_CHECKING:
     from cvs_tui.core.runner.slurm import SlurmClient
 
@@ -17,8 +19,12 @@ class RunOptions:
     """Timeouts of the watchdog and of node commands (seconds)."""
 
     compile_allowance_s: float = 1800.0  # no step yet: start-up, data, compile
-    hang_factor: float = 10.0  # after the first steps: k × p95 step time ...
-    hang_min_s: float = 300.0  # ... but never less than this (checkpoint saves, evals)
+    hang_factor: float = 3.0  # after the first steps: k × p95 step time ...
+    hang_min_s: float = 60.0  # ... but never less than this
+    # while the log announces a checkpoint save/restore, an eval, a profiler capture or a compilation
+    # (runner/sections.py): k × the longest such section so far, at least this (docs/watchdog.md)
+    section_factor: float = SECTION_FACTOR
+    section_min_s: float = SECTION_MIN_S
     fail_grace_s: float = 15.0  # after a node failed: how long the others get to exit on their own
     connect_timeout_s: float = 30.0
     command_timeout_s: float = 120.0

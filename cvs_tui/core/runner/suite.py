@@ -45,6 +45,7 @@ from cvs_tui.core.runner.launch import Launcher, launcher_for
 from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.stages import registered
 from cvs_tui.core.runner.stages.base import Stage
+from cvs_tui.core.runner.watchdog import Verdict
 from cvs_tui.core.state import RunState
 
 __all__ = ["RunOptions", "Suite"]
@@ -143,7 +144,16 @@ class Suite:
                 self.stage(stage, StageState.PASSED if ok else StageState.FAILED, f"{src}: {_detail(rec)}")
                 return rec
         self.stage(stage, StageState.RUNNING, run.key)
-        rec = await self.runs.execute(run)
+
+        def early(v: Verdict) -> None:
+            # the verdict as soon as the watchdog knows it; the judged record follows when the run ends
+            self.stage(stage, StageState.FAILED, f"{v.outcome.value} (stopping the other nodes): {v.reason}")
+
+        self.runs.on_failure = early
+        try:
+            rec = await self.runs.execute(run)
+        finally:
+            self.runs.on_failure = None
         self.records[run.key] = rec
         self.stage(stage, StageState.PASSED if rec.status == "PASS" else StageState.FAILED, _detail(rec))
         return rec

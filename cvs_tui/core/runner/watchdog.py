@@ -8,8 +8,16 @@ to stop it. The rules:
 - the first failure is the earliest of: a fatal signature or NaN abort (at the time it was seen), a
   non-zero exit or a lost node (at that node's last progress); that node is the root cause;
 - after a failure the others get ``fail_grace_s`` to exit on their own, then are stopped as victims;
+  the grace ends once every rank still running has written its own error (``SETTLE_S`` ago, for the
+  rest of its traceback): there is nothing more to wait for;
 - with no failure, a rank that has made no progress for longer than its limit has hung: the compile
   allowance before its first step, then ``hang_factor`` × the p95 step time, at least ``hang_min_s``.
+  While a section is announced (a checkpoint save or restore, an eval, a profiler capture, a
+  compilation: :mod:`.sections`) on that rank or on any other of the run (synchronous training holds
+  every rank to it), the limit widens to ``section_factor`` × the longest section of that kind seen
+  so far in the run, at least ``section_min_s`` (never below the training limit), counted from the
+  section's announcement; when it ends, the training budget counts again from its end, for every
+  rank. A hang names the node, what it was doing and the last line it wrote.
 """
 
 from __future__ import annotations
@@ -22,9 +30,13 @@ from typing import NamedTuple
 
 from cvs_tui.core.events import NodeState, RunOutcome, StepEvent, StepKind
 from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.runner.sections import Section
+from cvs_tui.core.textsafe import mask_secrets, sanitize_text
 
 WARMUP_STEPS = 3  # the first train steps' times (compile, caches) are not step times
 P95_WINDOW = 200  # the p95 is taken over this many latest step times
+SETTLE_S = 1.0  # after a rank's own fatal line, the time its remaining error lines get before it is stopped
+LAST_LINE_SHOWN = 200  # characters of a hung rank's last line kept in its reason
 
 
 @dataclass
@@ -44,6 +56,33 @@ class NodeWatch:
     step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=P95_WINDOW))
     state: NodeState = NodeState.STARTING
     stopping: bool = False  # cvs-tui is stopping it (a victim of another node, a hang, Ctrl-C)
+    last_line: str = ""  # the last complete line it wrote (for a hang's reason)
+    last_line_no: int = 0
+    section: Section | None = None  # what its log says it is doing besides training steps
+    section_since: float = 0.0
+    section_ended: float = 0.0  # when its last section ended (the training budget counts from there)
+    longest: dict[Section, float] = field(default_factory=dict)  # longest section of each kind so far
+
+    def on_lines(self, lines: Sequence[str], last_no: int) -> None:
+        """The lines of one chunk (``last_no``: the number of the last one)."""
+        if lines:
+            self.last_line, self.last_line_no = lines[-1], last_no
+
+    def on_section(self, kind: Section, opens: bool, now: float) -> None:
+        """A section announced (``opens``) or reported finished by the log."""
+        if opens:
+            if self.section is not kind:
+                self.end_section(now)
+                self.section, self.section_since = kind, now
+        elif self.section is kind:
+            self.end_section(now)
+
+    def end_section(self, now: float) -> None:
+        """The section ends (its closing line, or a step line), its length kept for the next budget."""
+        if self.section is not None:
+            took = now - self.section_since
+            self.longest[self.section] = max(self.longest.get(self.section, 0.0), took)
+            self.section, self.section_ended = None, now
 
     def on_step(self, ev: StepEvent, now: float) -> None:
         self.last_progress = now
@@ -91,7 +130,12 @@ def decide(watches: Sequence[NodeWatch], now: float, opt: RunOptions, failure: V
     if failure is None and (culprit := first_failure(watches)) is not None:
         failure = Verdict(RunOutcome.FAILED, culprit[1], culprit[0], now)
     if failure is not None:
-        return Decision(failure, now - failure.at > opt.fail_grace_s)
+        # nothing more to wait for once every rank still running has written its own error (a moment
+        # ago: the rest of a traceback follows its first fatal line)
+        settled = all(
+            w.first_fatal_at is not None and now - w.first_fatal_at >= SETTLE_S for w in watches if not w.done
+        )
+        return Decision(failure, settled or now - failure.at > opt.fail_grace_s)
     hung = find_hang(watches, now, opt)
     if hung is not None:
         return Decision(Verdict(RunOutcome.HUNG, hung[1], hung[0], now), True)
@@ -116,18 +160,74 @@ def first_failure(watches: Sequence[NodeWatch]) -> tuple[int, str] | None:
 
 
 def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tuple[int, str] | None:
-    """(rank, reason) of the first running rank past its no-progress limit; None if none is."""
+    """(rank, reason) of the running rank past its no-progress limit that went silent first (the others
+    of a synchronous run stop a step after it, waiting for it); None if none is past its limit."""
+    open_sections = [w for w in watches if w.section is not None and not w.done]
+    # a section that ended on any rank restarts every rank's training budget (they waited for it)
+    ended = max((w.section_ended for w in watches), default=0.0)
+    hung: list[tuple[float, int, str]] = []
     for w in watches:
         if w.exit_code is not None:
             continue
+        silent = now - max(w.last_progress, ended)
         if w.steps_seen == 0:
             limit, what = opt.compile_allowance_s, "the first step (compile allowance)"
         else:
-            limit = max(opt.hang_min_s, opt.hang_factor * p95(w.step_seconds))
+            limit = train_limit(w, opt)
             what = f"the next step ({opt.hang_factor:g} x p95 step time, at least {opt.hang_min_s:g} s)"
-        if now - w.last_progress > limit:
-            return w.rank, f"node {w.rank}: no progress for {now - w.last_progress:.0f} s waiting for {what}"
-    return None
+        if silent < limit:
+            continue
+        cover = _covering(w, open_sections)
+        if cover is None:
+            what += "" if w.steps_seen == 0 else " while training"
+        else:
+            kind, since = cover
+            budget = max(limit, section_budget(kind, watches, opt))
+            if now - since < budget:
+                continue
+            what = (
+                f"the end of the {kind} announced {now - since:.0f} s ago ({opt.section_factor:g} x the "
+                f"longest {kind} so far, at least {opt.section_min_s:g} s: {budget:.0f} s)"
+            )
+        hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what)))
+    if not hung:
+        return None
+    _, rank, reason = min(hung)
+    return rank, reason
+
+
+def train_limit(w: NodeWatch, opt: RunOptions) -> float:
+    """The no-progress limit between train steps: k × p95 step time, at least ``hang_min_s``."""
+    return max(opt.hang_min_s, opt.hang_factor * p95(w.step_seconds))  # the deque keeps the last P95_WINDOW
+
+
+def section_budget(kind: Section, watches: Sequence[NodeWatch], opt: RunOptions) -> float:
+    """How long a section of ``kind`` may last: k × the run's longest so far, at least ``section_min_s``."""
+    longest = max((w.longest.get(kind, 0.0) for w in watches), default=0.0)
+    return max(opt.section_min_s, opt.section_factor * longest)
+
+
+def _covering(w: NodeWatch, open_sections: Sequence[NodeWatch]) -> tuple[Section, float] | None:
+    """The section that explains ``w``'s silence: its own, else the latest announced by another rank
+    since ``w``'s last step (the ranks of a synchronous run wait for each other's saves)."""
+    if w.section is not None:
+        return w.section, w.section_since
+    others = [o for o in open_sections if o.section_since >= w.last_progress and o.section is not None]
+    if not others:
+        return None
+    o = max(others, key=lambda o: o.section_since)
+    assert o.section is not None
+    return o.section, o.section_since
+
+
+def _hang_reason(w: NodeWatch, silent: float, what: str) -> str:
+    last = "no line yet"
+    if w.last_line_no:
+        text = sanitize_text(mask_secrets(w.last_line.strip()))
+        if len(text) > LAST_LINE_SHOWN:
+            text = text[:LAST_LINE_SHOWN] + "..."
+        last = f"last line {w.last_line_no}: {text}"
+    return f"node {w.rank} ({w.host}): no progress for {silent:.0f} s waiting for {what}; {last}"
 
 
 def p95(values: Sequence[float]) -> float:

@@ -26,7 +26,7 @@ class NodeHealthStage(Stage):
     name = "node_health"
 
     async def run(self, ctx: StageContext) -> str | None:
-        from cvs_tui.core.runner.health_watch import HealthMonitor
+        from cvs_tui.core.runner.health_watch import HOST_INTERVAL_S, HealthMonitor
 
         ctx.stage(self.name, StageState.RUNNING)
         la = ctx.launcher
@@ -42,8 +42,11 @@ class NodeHealthStage(Stage):
             emit=ctx.emit,
             runs=ctx.runs,
             no_transport=f"the {la.name} launcher gives no connection to the node's host",
+            # host timing over SSH (a command per sample); through Slurm each would be an srun step
+            host_timing_s=(ctx.plan.health_telemetry_s or HOST_INTERVAL_S) if la.name == "nodes" else None,
         )
         ctx.runs.health_nodes = mon.node_health()
+        ctx.runs.health_records = mon.records
         ctx.health = mon
         detail = await mon.start()
         # never a silent pass: an unread kernel log shows as not checked, the suite goes on
