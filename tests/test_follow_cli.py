@@ -195,3 +195,72 @@ def test_console_prints_a_stall_once_then_again_after_progress() -> None:
     assert printed.count("stalled") == 2, printed
     assert "no progress for 31 s" in printed and "no progress for 90 s" in printed
     assert "36 s" not in printed
+
+
+def test_following_ends_after_the_exit_line_waits_for_a_missing_file_and_prints_one_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F6: a log that does not exist yet shows as waiting for it; once every log wrote its exit line
+    (EXIT_CODE=N) following ends by itself and judges; the console's suite line is the one summary, with
+    the following's own duration."""
+    import threading
+
+    cfg = write_config(tmp_path, steps=20, runs=["BS=2,PRECISION=BF16,SL=128"])
+    log = tmp_path / "n0.log"
+    lines = (FIXTURES / "single_20steps.log").read_bytes().splitlines(keepends=True)
+
+    def writer() -> None:
+        time.sleep(1.5)
+        for line in lines:
+            with log.open("ab") as fh:
+                fh.write(line)
+            time.sleep(0.002)
+        with log.open("ab") as fh:
+            fh.write(b"EXIT_CODE=0\n")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    t0 = time.monotonic()
+    code = main(
+        ["analyze", str(cfg), "--follow", "--logs", str(log), "--no-ui", "--out", str(tmp_path / "o")]
+    )
+    took = time.monotonic() - t0
+    t.join()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert took < 60  # ended by itself, not by a stop
+    assert out.count("suite PASSED") == 1 and "PASS  overall" not in out
+    events = [json.loads(x) for x in (tmp_path / "o" / "events.jsonl").read_text().splitlines()]
+    first = next(e for e in events if e["type"] == "NodeStatusEvent")
+    assert first["state"] == "waiting" and "waiting for" in first["detail"]
+    stages = {s.name: s for s in load_results(tmp_path / "o" / "results.json").stages}
+    follow = stages["follow"]
+    assert "exit line" in follow.detail and (follow.ended_at or 0) - (follow.started_at or 0) >= 1.0
+
+
+def test_idle_exit_ends_following_a_log_that_stops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path, steps=20, runs=["BS=2,PRECISION=BF16,SL=128"])
+    log = tmp_path / "n0.log"
+    log.write_bytes((FIXTURES / "single_20steps.log").read_bytes())  # no exit line: it could still grow
+    code = main(
+        [
+            "analyze",
+            str(cfg),
+            "--follow",
+            "--logs",
+            str(log),
+            "--no-ui",
+            "--idle-exit",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert code == 0, capsys.readouterr().out
+    stages = {s.name: s for s in load_results(tmp_path / "o" / "results.json").stages}
+    assert "--idle-exit" in stages["follow"].detail
+    assert (
+        main(["analyze", str(cfg), "--logs", str(log), "--idle-exit", "1", "--out", str(tmp_path / "p")]) == 2
+    )

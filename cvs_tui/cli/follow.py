@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cvs_tui.cli.commands.analyze import print_summary
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
 from cvs_tui.cli.metrics import MetricsExport, start_metrics
 from cvs_tui.cli.publish import publish
+from cvs_tui.cli.verdict_line import suite_line_from_files
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
@@ -115,7 +115,11 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
             export.close()
     rewrite_reports_with_history(out, args)
     try:
-        print_summary(results, paths)
+        # one summary: without the terminal UI the console already ended with the suite line; after it,
+        # the same line as a live run prints
+        if ui:
+            line = suite_line_from_files(paths["results"], paths.get("html"))
+            print(line if line is not None else "")
         sys.stdout.flush()
     except BrokenPipeError:
         quiet_stdout()
@@ -136,8 +140,18 @@ async def _main(
     export: MetricsExport | None = None,
 ) -> tuple[Results, dict[str, Path]]:
     bus = EventBus(folder.events_path)
+    idle = getattr(args, "idle_exit", None)
+    if idle is not None and not (math.isfinite(idle) and idle > 0):
+        raise UserError(f"--idle-exit: {idle:g} is not a positive number of seconds")
     session = FollowSession(
-        plan, key, followers, folder.path, emit=bus.publish, options=options, backlog=bus.backlog
+        plan,
+        key,
+        followers,
+        folder.path,
+        emit=bus.publish,
+        options=options,
+        backlog=bus.backlog,
+        idle_exit_s=idle,
     )
     source = bus.subscribe() if export is None else export.tap(bus.subscribe())
     task = asyncio.create_task(session.follow())

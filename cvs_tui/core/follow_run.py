@@ -36,9 +36,10 @@ from cvs_tui.core.follow import Follower
 from cvs_tui.core.judge.finalize import stall_events, verdict_events
 from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.parse import NodeLogParser
+from cvs_tui.core.parse.dialects import is_exit_line
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
-from cvs_tui.core.results import Results, RunRecord
+from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.ingest import RankLog, feed_rank, finish_rank
 from cvs_tui.core.runner.options import RunOptions
@@ -56,6 +57,7 @@ class _Rank:
     log: RankLog
     follower: Follower
     ended: bool = False  # its stream ended by itself (EOF), not because following was stopped
+    exit_seen: bool = False  # the log's own exit line (EXIT_CODE=N) arrived: nothing more will come
     stall_shown: float | None = None  # when the current stall was last published
 
 
@@ -80,6 +82,7 @@ class FollowSession:
         clock: Callable[[], float] = time.time,
         tick_s: float = TICK_S,
         backlog: Callable[[], int] = lambda: 0,
+        idle_exit_s: float | None = None,
     ) -> None:
         if not followers:
             raise UserError("--logs: give one log per node (a file path, or - for standard input)")
@@ -97,6 +100,10 @@ class FollowSession:
         self.error: str | None = None  # why following could not go on (a copy could not be written)
         self.results: Results | None = None
         self.paths: dict[str, Path] = {}  # what the judging wrote: results, html, junit, md
+        # stop after this long with no byte from any log (--idle-exit); None: follow until stopped
+        self.idle_exit_s = idle_exit_s
+        self.last_byte = 0.0  # clock time of the last byte from any log
+        self.ended_by = ""  # why following ended by itself: said in the follow stage's detail
 
     def stop(self) -> None:
         """End following: each follower hands out what is already there, then the run is judged."""
@@ -113,16 +120,24 @@ class FollowSession:
         ranks = self._open(started)
         self.emit(StageEvent(stage=STAGE, state=StageState.RUNNING, detail=", ".join(self.names), at=started))
         self.emit(RunStartEvent(run=self.run.key, total_steps=self.run.steps, nodes=self.names, at=started))
+        self.last_byte = started
         for r in ranks:
-            self._node_status(
-                self.run.key, r.log.watch.rank, NodeState.STARTING, f"following {r.follower.name}"
-            )
+            path = getattr(r.follower, "path", None)
+            if isinstance(path, str) and path != "-" and not Path(path).exists():
+                # the log is not there yet: say so rather than "starting" something that may never come
+                st, detail = NodeState.WAITING, f"waiting for {r.follower.name} to appear"
+            else:
+                st, detail = NodeState.STARTING, f"following {r.follower.name}"
+            r.log.watch.state = st
+            self._node_status(self.run.key, r.log.watch.rank, st, detail)
         pumps = {asyncio.create_task(self._pump(r)) for r in ranks}
         try:
             pending = set(pumps)
             while pending:
                 _, pending = await asyncio.wait(pending, timeout=self.tick_s)
                 self._check_stalls(ranks)
+                if not self.stopped and self._ended_by_itself(ranks):
+                    self.stop()
                 broken = any(t.done() and not t.cancelled() and t.exception() for t in pumps)
                 if (self.error is not None or broken) and not self.stopped:
                     self.stop()  # one node's log cannot be followed: judging the rest would be partial
@@ -171,13 +186,32 @@ class FollowSession:
                 )
                 self.error = f"run folder: {what} (writing {r.log.local_log})"
                 return
-            feed_rank(
+            self.last_byte = self.clock()
+            if r.log.watch.state is NodeState.WAITING:
+                r.log.watch.state = NodeState.STARTING
+                self._node_status(
+                    self.run.key, r.log.watch.rank, NodeState.STARTING, f"following {r.follower.name}"
+                )
+            lines = feed_rank(
                 r.log, self.run.key, chunk, now=self.clock(), emit=self.emit, node_status=self._node_status
             )
+            if lines and is_exit_line(lines[-1]):
+                r.exit_seen = True
             # back pressure: while the viewers are behind, read no more (the follower waits, not memory)
             while self.backlog() > MAX_BACKLOG and not self.stopped:
                 await asyncio.sleep(BACKLOG_WAIT_S)
         r.ended = not self.stopped
+
+    def _ended_by_itself(self, ranks: Sequence[_Rank]) -> bool:
+        """Every log wrote its own exit line (EXIT_CODE=N: nothing more will come), or nothing arrived
+        for ``idle_exit_s``: following ends as if stopped, and the logs are judged."""
+        if ranks and all(r.exit_seen or r.ended for r in ranks) and any(r.exit_seen for r in ranks):
+            self.ended_by = "every log wrote its exit line"
+            return True
+        if self.idle_exit_s is not None and self.clock() - self.last_byte >= self.idle_exit_s:
+            self.ended_by = f"no new line for {self.idle_exit_s:g} s (--idle-exit)"
+            return True
+        return False
 
     def _check_stalls(self, ranks: Sequence[_Rank]) -> None:
         """Mark a node that passed the watchdog's no-progress limit as stalled (republished every few s)."""
@@ -207,6 +241,19 @@ class FollowSession:
         for r in ranks:
             r.log.steps.discard()  # the copies are judged from disk, as `analyze` judges them
         results = analyze_paths(self.plan, self.copies(), self.run.key)
+        # following itself is a stage of its own, timed from the start: the run's duration is the
+        # following's, not the second its judging took
+        how = self.ended_by or ("stopped" if self.stopped else "every stream ended")
+        results.stages.insert(
+            0,
+            StageRecord(
+                name=STAGE,
+                state="passed",
+                detail=f"{how}: {', '.join(self.names)}",
+                started_at=started,
+                ended_at=self.clock(),
+            ),
+        )
         paths = {"results": self.folder.write_results(results), **write_reports(results, self.folder.path)}
         self.results, self.paths = results, paths
         rec = next(r for r in results.runs if r.key == self.run.key)
@@ -226,7 +273,7 @@ class FollowSession:
             )
         )
         state = StageState.PASSED if rec.status == "PASS" else StageState.FAILED
-        how = "stopped" if self.stopped else "every stream ended"
+        how = self.ended_by or ("stopped" if self.stopped else "every stream ended")
         self.emit(StageEvent(stage=STAGE, state=state, detail=f"{how}; {rec.status}", at=now))
         self.emit(
             SuiteEndEvent(

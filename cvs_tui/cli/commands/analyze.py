@@ -85,6 +85,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "as the live watchdog counts it",
         )
     p.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="S",
+        help="with --follow: stop following and judge after S seconds with no new line from any log "
+        "(following also ends by itself once every log wrote its exit line, EXIT_CODE=N)",
+    )
+    p.add_argument(
         "--out", metavar="DIR", help="output folder (default: runs/analyze-<time>/, runs/follow-<time>/)"
     )
     p.add_argument(
@@ -150,11 +157,11 @@ def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     if not args.follow:
-        for flag in ("metrics_port", "metrics_textfile"):
+        for flag in ("metrics_port", "metrics_textfile", "idle_exit"):
             if getattr(args, flag) is not None:
                 name = "--" + flag.replace("_", "-")
                 raise UserError(
-                    f"{name}: only with --follow (finished logs have no live series); add --follow"
+                    f"{name}: only with --follow (finished logs are judged at once); add --follow"
                 )
     loaded = load_config(resolve_config_arg(args.config))
     if args.follow:

@@ -311,6 +311,13 @@ EVAL_OLD = re.compile(
 ABORT = re.compile(rb"Aborting training due to (NaN|Inf) loss")
 EXIT = re.compile(rb"(?<!\S)EXIT_CODE=(-?\d{1,9})")
 
+
+def is_exit_line(line: str) -> bool:
+    """The launcher's last line of a log (``EXIT_CODE=N``): nothing more will be written to it. Read
+    from the raw line, since its record is only parsed once the next one starts (there is none)."""
+    return "EXIT_CODE=" in line and EXIT.search(line.encode("utf-8", "replace")) is not None
+
+
 # checkpoints (MaxText's own lines, orbax's manager, orbax event tracking old and new, standard_logger)
 _PATH = rb"(\S+?)\.?(?= |$)"
 # (anchor literal, regex, action, dialect, group layout: s=step, t=seconds, p=path, in group order)
