@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cvs_tui.cli.commands.analyze import file_lines
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
 from cvs_tui.cli.metrics import MetricsExport, start_metrics
 from cvs_tui.cli.publish import publish
@@ -120,6 +121,8 @@ def run_follow(args: argparse.Namespace, loaded: LoadedConfig) -> int:
         if ui:
             line = suite_line_from_files(paths["results"], paths.get("html"))
             print(line if line is not None else "")
+        for f in file_lines(paths):
+            print(f)
         sys.stdout.flush()
     except BrokenPipeError:
         quiet_stdout()

@@ -129,9 +129,15 @@ def _summary_lines(results: Results, paths: dict[str, Path]) -> list[str]:
         for v in fails:
             out.append(f"      {v.message}")
     out.append(f"{'PASS' if results.passed else 'FAIL'}  overall")
-    for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]:
-        out.append(f"  {kind:8} {p}")
-    return out
+    return out + file_lines(paths)
+
+
+def file_lines(paths: dict[str, Path]) -> list[str]:
+    """The files a judging wrote, one a line (results first)."""
+    return [
+        f"  {kind:8} {p}"
+        for kind, p in [("results", paths["results"]), *((k, v) for k, v in paths.items() if k != "results")]
+    ]
 
 
 def summary_dict(results: Results, paths: dict[str, Path]) -> dict[str, object]:
