@@ -104,12 +104,14 @@ def log_text(sec: list[float]) -> str:
 
 
 def write_config(folder: Path, steps: int) -> Path:
-    """The shipped local config for ``steps`` steps of the run KEY, recording every metric."""
+    """The shipped local config for ``steps`` steps of the run KEY in bf16 (the TPU logs' precision: the
+    v6e's peak is known there), recording every metric."""
     doc = json.loads(CONFIG.read_text())
     doc["train_params"]["python"] = "python3"
     for over in doc["sweeps"].values():
         over["steps"] = steps
     doc["train_params"]["maxtext_config"]["steps"] = steps
+    doc["train_params"]["maxtext_config"]["dtype"] = "bfloat16"
     doc["runs"] = [KEY]
     info = {"kind": "info", "value": 0}
     (folder / doc["threshold_json"]).write_text(json.dumps({KEY: dict.fromkeys(GATED_METRICS, info)}))

@@ -22,8 +22,8 @@ log order (the first record of each step number):
 
 What is left is timed as before: window time over window steps, tokens and FLOPs over that time. The
 rule reads each record's neighbours up to ``EDGE_DEPTH + 1`` away, so it runs a chunk at a time with
-that much context (:func:`window_drops_chunked`); the judge over events, over columns in memory and over
-column files call the same functions.
+that much context (:func:`window_drops_chunked`): the window (``window.stream_window``) calls it once,
+after the stall rule, over the node's step table, for live runs, ``analyze``, follow mode and replay.
 """
 
 from __future__ import annotations
