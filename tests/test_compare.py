@@ -269,7 +269,7 @@ def test_answer_first_footnotes_and_whole_verdicts(side) -> None:  # type: ignor
         lines = _rendered(rep, width).splitlines()
         # the first line after the header and a blank is the run's answer: verdict, key, biggest change
         assert lines[4].startswith("INCONCLUSIVE") and KEY in lines[4], lines[:6]
-        assert "biggest Δ step time p50 +200.0 %" in lines[4]
+        assert "biggest Δ step time p50 +206.5 %" in lines[4]
         text = "\n".join(lines)
         # the why shared by five rows is one footnote, printed once, referenced by number
         why = "one run per side: run-to-run variance unknown"

@@ -19,10 +19,12 @@ from cvs_tui.core.events import (
     EvalStartEvent,
     StepEvent,
     StepKind,
+    SystemInfoEvent,
     TflopsPerStepEvent,
 )
-from cvs_tui.core.judge.definitions import peak_tflops
+from cvs_tui.core.judge.definitions import DevicePeak, device_peak, peak_tflops
 from cvs_tui.core.judge.metrics import RunContext, percentile
+from cvs_tui.core.judge.steady import band
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS
 
 
@@ -260,9 +262,30 @@ def test_scaling_efficiency_and_mfu() -> None:
 def test_peak_table() -> None:
     assert peak_tflops("MI300X", "bf16") == 1307.4
     assert peak_tflops("mi3xx", "fp8") == 2614.9
-    assert peak_tflops("mi355x", "bf16") == 2500.0
-    assert peak_tflops("h200", "bf16") == 989.0
+    assert peak_tflops("mi355x", "bf16") == 2516.6  # 256 CUs x 2.4 GHz x 4096 bf16 FLOP/clock
+    assert peak_tflops("mi350x", "fp8") == 4613.7  # the same chip at 2.2 GHz
+    assert peak_tflops("h200", "bf16") == 989.4
+    assert peak_tflops("B200", "fp8") == 4500.0
+    assert peak_tflops("a100", "bf16") == 312.0
     assert peak_tflops("cpu", "bf16") is None
+    # TPUs as JAX's backend header names them and as Cloud names them
+    assert peak_tflops("PJRT C API TFRT TPU v6 lite Built on May 28 2025", "bf16") == 918.0
+    assert peak_tflops("v6e-256", "bf16") == 918.0
+    assert peak_tflops("TPU v5 lite", "bf16") == 197.0
+    assert peak_tflops("v5litepod-16", "bf16") == 197.0
+    assert peak_tflops("TPU v5", "bf16") == 459.0  # JAX's device_kind of a v5p
+    assert peak_tflops("v5p-128", "bf16") == 459.0
+    assert peak_tflops("TPU v4", "bf16") == 275.0
+    assert peak_tflops("TPU v6 lite", "fp8") is None  # no fp8 on these chips
+    assert peak_tflops("deepseek-v4", "bf16") is None  # a model name is no TPU
+
+
+def test_device_named_by_the_log_header_wins_for_a_tpu() -> None:
+    tpu = [SystemInfoEvent("backend", "PJRT C API TFRT TPU v6 lite Built on May 28 2025", 3)]
+    assert device_peak("cpu", "bf16", tpu) == DevicePeak("TPU v6e", 918.0)
+    gpu = [SystemInfoEvent("backend", "cuda 12030", 3)]
+    assert device_peak("h100", "bf16", gpu) == DevicePeak("h100", 989.4)
+    assert device_peak("h100", "bf16") == DevicePeak("h100", 989.4)
 
 
 def test_loss_curve_sampling_and_slope() -> None:
@@ -313,12 +336,18 @@ def test_throughput_is_the_harmonic_window_figure(rows: list[tuple[float, float]
         for s, (sec, rate) in enumerate(rows)
     ]
     out = compute_metrics([evs], ctx())
-    # the window is the steps after warm-up minus the stalls the stall rule found, each with its reason
+    # the window is the steps after warm-up minus the stalls the stall rule found and the disturbed edges
+    # the steady-state rule found (judge.steady), each with its reason
     report = out.node_windows[0].stalls
-    assert report is not None
+    assert report is not None and report.median_seconds is not None
     stalled = {x.step for x in report.stalls if x.source == "seconds"}
-    assert out.window_steps == [s for s in range(3, len(rows)) if s not in stalled]
-    assert all(out.node_windows[0].excluded[s].startswith("stall: ") for s in stalled)
+    excluded = out.node_windows[0].excluded
+    edges = {s for s, why in excluded.items() if why.startswith("disturbed edge: ")}
+    assert out.window_steps == [s for s in range(3, len(rows)) if s not in stalled | edges]
+    assert all(excluded[s].startswith("stall: ") for s in stalled)
+    m = report.median_seconds
+    lo, hi = band(m, report.spread_seconds)
+    assert all(not (lo <= rows[s][0] <= hi) for s in edges)
     window = [rows[s] for s in out.window_steps]
     tok = out.metrics["training.tokens_per_sec_per_gpu"].value
     if len(window) < MIN_CLEAN_STEPS:

@@ -2,9 +2,10 @@
 zero) and large enough (above the practical threshold)? And do the loss curves agree step by step?
 
 Every performance figure is taken over each run's steady-state window as the judge defines it (warm-up
-and steps whose interval holds a checkpoint save, an eval, a profiler boundary or a rampup are out), plus
-isolated unexplained stalls; step time is a median/p95 and throughput is tokens over time. Any
-toolchain, hardware or workload difference in the environment fingerprint makes the run NOT COMPARABLE.
+and steps whose interval holds a checkpoint save, an eval, a profiler boundary or a rampup are out, and
+so are the steady-state rule's impossible steps and disturbed edges), plus isolated unexplained stalls;
+step time is a median/p95 and throughput is tokens over time. Any toolchain, hardware or workload
+difference in the environment fingerprint makes the run NOT COMPARABLE.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from cvs_tui.core.compare.model import (
 from cvs_tui.core.compare.samples import RunSamples, StepSample, run_samples
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge.checkpoint import loss_agreement
+from cvs_tui.core.judge.format import format_pct
+from cvs_tui.core.judge.steady import CONTEXT
 from cvs_tui.core.results import RunRecord
 
 
@@ -78,6 +81,13 @@ PERF_METRICS: list[PerfMetric] = [
         "tflops_per_sec_per_device", "TFLOP/s per device", "TFLOP/s", "higher", _rate("tflops"), "tflops"
     ),
 ]
+
+
+# The rate rows (work over summed step time) and the robust row whose direction they must not contradict:
+# the median step time cannot be moved by time that moves between neighbouring steps, a stall or a
+# handful of impossibly fast steps.
+RATE_ROWS = ("tokens_per_sec_per_device", "tokens_per_sec_total", "tflops_per_sec_per_device")
+ROBUST_ROW = "step_time_p50_ms"
 
 
 def _judge(
@@ -164,7 +174,13 @@ def _perf_row(
             row.reason = "device counts differ"
             return row
         band = cs.bootstrap_diff(
-            base[0].samples, cand[0].samples, m.stat, seed=seed, resamples=resamples, name=m.label
+            base[0].samples,
+            cand[0].samples,
+            m.stat,
+            seed=seed,
+            resamples=resamples,
+            name=m.label,
+            block=CONTEXT if m.id in RATE_ROWS else 1,  # a rate sums step times, which telescope
         )
         band = cs.Band(band.lo * k_b, band.hi * k_b, band.method)
         method = band.method + " within runs"
@@ -188,6 +204,42 @@ def _perf_row(
     row.method = method
     row.verdict, row.reason = _judge(row.delta, row.delta_pct or 0.0, band, m.better, threshold_pct)
     return row
+
+
+def flag_contradictions(rows: Sequence[MetricDelta], threshold_pct: float) -> None:
+    """A rate row whose change points the other way from the median step time's, each beyond the practical
+    threshold, says two things about one pair of runs: it is not headlined (``contradicted_by``) and it
+    decides nothing (INCONCLUSIVE, unless the environments already make it NOT COMPARABLE). A rate change
+    the median does not see (a heavier tail at the same median) is not a contradiction and stands."""
+    p50 = next((m for m in rows if m.metric == ROBUST_ROW), None)
+    if p50 is None or not p50.base or not p50.candidate:
+        return
+    faster_pct = (p50.base / p50.candidate - 1.0) * 100.0  # the speed change the median step time implies
+    if abs(faster_pct) < threshold_pct:
+        return
+    for m in rows:
+        if m.metric not in RATE_ROWS or m.delta_pct is None or abs(m.delta_pct) < threshold_pct:
+            continue
+        if (m.delta_pct > 0) == (faster_pct > 0):
+            continue
+        m.contradicted_by = (
+            f"{p50.label} says {format_pct(faster_pct)} speed, this row {format_pct(m.delta_pct)}: "
+            "the steady window still holds steps whose time moved to a neighbour"
+        )
+        if m.verdict != NOT_COMPARABLE:
+            m.verdict, m.reason = INCONCLUSIVE, f"contradicted by {m.contradicted_by}"
+
+
+def same_speed(rows: Sequence[MetricDelta], threshold_pct: float) -> str:
+    """ "the same speed (...)" when the median step time and every rate row moved less than the practical
+    threshold, else ""."""
+    speed = [m for m in rows if m.metric in (ROBUST_ROW, *RATE_ROWS) and m.delta_pct is not None]
+    if not speed or any(abs(m.delta_pct or 0.0) >= threshold_pct for m in speed):
+        return ""
+    shown = ", ".join(
+        f"{m.label} {format_pct(m.delta_pct)}" for m in speed if m.metric != "tokens_per_sec_total"
+    )
+    return f"the same speed ({shown}: within the {threshold_pct:g} % threshold)"
 
 
 def _num(x: float) -> float | None:
@@ -346,8 +398,8 @@ def compare_run(
     blocking = [r.message for r in rows if r.differs and r.category in BLOCKING]
     schedule = [r.message for r in rows if r.differs and r.category == "schedule"]
     comparable = not blocking
-    sb = [run_samples(r, min_steps) for _, r in base]
-    sc = [run_samples(r, min_steps) for _, r in cand]
+    sb = [run_samples(r, min_steps, i.results.gpu_name) for i, r in base]
+    sc = [run_samples(r, min_steps, i.results.gpu_name) for i, r in cand]
     metrics = [
         _perf_row(
             m,
@@ -361,6 +413,7 @@ def compare_run(
         )
         for m in PERF_METRICS
     ]
+    flag_contradictions(metrics, threshold_pct)
     loss, final = loss_check(
         sb, sc, comparable=comparable, reason="; ".join(schedule) if schedule and comparable else ""
     )
@@ -398,6 +451,7 @@ def compare_run(
         notes=notes,
         base_runs=len(base),
         candidate_runs=len(cand),
+        speed=same_speed(metrics, threshold_pct),
     )
 
 
@@ -456,4 +510,4 @@ def write_json(report: CompareReport, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["PERF_METRICS", "compare", "compare_run", "loss_check", "write_json"]
+__all__ = ["PERF_METRICS", "compare", "compare_run", "flag_contradictions", "loss_check", "write_json"]

@@ -60,6 +60,7 @@ class MetricDelta:
     candidate_runs: list[float] = field(default_factory=list)
     base_cv_pct: float | None = None  # run-to-run spread
     candidate_cv_pct: float | None = None
+    contradicted_by: str = ""  # a robust row points the other way: never the headline change
 
 
 @dataclass(slots=True)
@@ -97,6 +98,9 @@ class RunComparison:
     notes: list[str]
     base_runs: int
     candidate_runs: int
+    # "the same speed (...)" when the median step time and every rate are within the practical threshold:
+    # said even where the environments differ, as a fact about the two runs, not a verdict
+    speed: str = ""
 
 
 @dataclass(slots=True)
@@ -144,15 +148,21 @@ _ORDER: dict[str, int] = {REGRESSED: 0, INCONCLUSIVE: 1, IMPROVED: 2, NO_CHANGE:
 
 
 def biggest_change(rc: RunComparison) -> MetricDelta | None:
-    """The judged metric whose Δ% is largest in size (None when no metric has a Δ%)."""
-    rows = [m for m in rc.metrics if m.delta_pct is not None and math.isfinite(m.delta_pct)]
+    """The judged metric whose Δ% is largest in size (None when no metric has a Δ%); a row a robust row
+    contradicts is never it."""
+    rows = [
+        m
+        for m in rc.metrics
+        if m.delta_pct is not None and math.isfinite(m.delta_pct) and not m.contradicted_by
+    ]
     return max(rows, key=lambda m: abs(m.delta_pct or 0.0), default=None)
 
 
 def headline_reason(rc: RunComparison) -> str:
     """Why the run got its verdict, in one phrase: the rows that decided it, or the first doubt."""
     if not rc.comparable:
-        return rc.banner[0] if rc.banner else "the environment fingerprints differ"
+        why = rc.banner[0] if rc.banner else "the environment fingerprints differ"
+        return f"{why}; {rc.speed}" if rc.speed else why
     if rc.verdict in (REGRESSED, IMPROVED):
         names = [m.label for m in rc.metrics if m.verdict == rc.verdict]
         return f"{', '.join(names)} {rc.verdict.lower()}"

@@ -1,14 +1,19 @@
 """Per-step samples over a run's steady-state window (the slowest node's seconds, per-device work), minus
-isolated stalls, and the run's losses: what compare's statistics work on."""
+isolated stalls and what the judge's steady-state rule drops (``judge.steady``: impossible steps and
+disturbed edges; a record judged before the rule existed gets it here), and the run's losses: what
+compare's statistics work on."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from cvs_tui.core.compare import stats as cs
 from cvs_tui.core.compare.model import COMPARE_MIN_STEPS, STALL_FACTOR, STALL_MAX_FRACTION
-from cvs_tui.core.results import RunRecord
+from cvs_tui.core.judge.definitions import device_name, highest_peak
+from cvs_tui.core.judge.steady import drop_reasons, steady_drops
+from cvs_tui.core.results import RunRecord, StepPoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +34,10 @@ class RunSamples:
     losses: dict[int, float]
 
 
-def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS) -> RunSamples:
-    """The run's window steps as samples (straggler seconds, per-device work), minus isolated stalls."""
+def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS, gpu_name: str = "") -> RunSamples:
+    """The run's window steps as samples (straggler seconds, per-device work), minus isolated stalls and
+    the steady-state rule's drops (``gpu_name``: the config's, for the device's peak when the log names
+    none)."""
     maps = [{p.step: p for p in n.steps if p.kind == "train"} for n in run.nodes if n.steps]
     excluded = [(e.step, e.reason) for e in run.window.excluded]
     notes: list[str] = []
@@ -72,6 +79,10 @@ def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS) -> RunSample
                 f"{len(slow)} window steps exceed {STALL_FACTOR:g}x the median step time; too many to be "
                 "isolated stalls, so they are kept as part of the performance"
             )
+        logged = sorted({s for m in maps for s, p in m.items() if p.seconds is not None})
+        steady = _steady(logged, maps, samples, device_name(gpu_name, run.environment.backend))
+        excluded += steady.items()
+        samples = [x for x in samples if x.step not in steady]
     env = run.environment
     devices = env.num_devices or (env.devices_per_node or 1) * max(len(maps), 1)
     why = ""
@@ -86,6 +97,34 @@ def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS) -> RunSample
             if p.kind == "train":
                 losses[p.step] = p.loss if p.loss is not None else math.nan
     return RunSamples(samples, sorted(excluded), devices, why, notes, losses)
+
+
+def _steady(
+    logged: list[int], maps: list[dict[int, StepPoint]], samples: list[StepSample], device: str
+) -> dict[int, str]:
+    """The judge's steady-state rule over the run: every timed step in order, the samples as the window,
+    the straggler seconds, the samples' median and MAD as the baseline, the device's highest peak."""
+    import numpy as np
+
+    if len(samples) < 3:
+        return {}
+    by = {x.step: x for x in samples}
+    sec = np.fromiter(
+        (max(p.seconds or 0.0 for m in maps if (p := m.get(s)) is not None) for s in logged), np.float64
+    )
+    win = np.fromiter((s in by for s in logged), np.bool_, len(logged))
+
+    def rate(s: int) -> float:
+        x = by.get(s)
+        return x.tflops / x.seconds if x is not None and x.tflops is not None and x.seconds > 0 else math.nan
+
+    rates = np.fromiter((rate(s) for s in logged), np.float64, len(logged))
+    own = [x.seconds for x in samples]
+    med = statistics.median(own)
+    spread = 1.4826 * statistics.median([abs(v - med) for v in own])
+    peak = highest_peak(device)
+    d = steady_drops(sec, win, rates, med, spread, peak)
+    return drop_reasons(np.asarray(logged, np.int64), sec, rates, d, med, spread, peak, device)
 
 
 __all__ = ["RunSamples", "StepSample", "run_samples"]

@@ -3,12 +3,22 @@ the dense peak TFLOP/s MFU divides by, and the value-or-why-not a metric is."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
+from cvs_tui.core.events import SystemInfoEvent
 from cvs_tui.core.judge.format import metric_text
 
-# Dense peak TFLOP/s per device, keyed (gpu family, precision). Used for mfu_pct only.
+# Dense (no sparsity) peak TFLOP/s per device, keyed (device family, precision): MFU divides by it and a
+# step faster than it is impossible (judge.steady). Vendor figures:
+# - AMD Instinct data sheets: MI300X and MI325X 1307.4 bf16 / 2614.9 fp8; MI350X (2.2 GHz) 2306.9 /
+#   4613.7; MI355X (2.4 GHz) 2516.6 / 5033.2. `mi3xx` and `mi35x` are config labels for the families.
+# - NVIDIA data sheets (SXM, dense = half the "with sparsity" figure): A100 312 bf16; H100 and H200 989.4
+#   bf16 / 1978.9 fp8; B200 (HGX) 2250 bf16 / 4500 fp8.
+# - Google Cloud TPU system architecture pages, "peak compute per chip (bf16)": v4 275, v5e 197,
+#   v5p 459, v6e (Trillium) 918. No fp8 on these chips.
 PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("mi300x", "bf16"): 1307.4,
     ("mi300x", "fp8"): 2614.9,
@@ -16,17 +26,82 @@ PEAK_TFLOPS: dict[tuple[str, str], float] = {
     ("mi325x", "fp8"): 2614.9,
     ("mi3xx", "bf16"): 1307.4,
     ("mi3xx", "fp8"): 2614.9,
-    ("mi35x", "bf16"): 2500.0,
-    ("mi35x", "fp8"): 5000.0,
-    ("mi350x", "bf16"): 2500.0,
-    ("mi350x", "fp8"): 5000.0,
-    ("mi355x", "bf16"): 2500.0,
-    ("mi355x", "fp8"): 5000.0,
-    ("h100", "bf16"): 989.0,
-    ("h100", "fp8"): 1979.0,
-    ("h200", "bf16"): 989.0,
-    ("h200", "fp8"): 1979.0,
+    ("mi35x", "bf16"): 2516.6,
+    ("mi35x", "fp8"): 5033.2,
+    ("mi350x", "bf16"): 2306.9,
+    ("mi350x", "fp8"): 4613.7,
+    ("mi355x", "bf16"): 2516.6,
+    ("mi355x", "fp8"): 5033.2,
+    ("a100", "bf16"): 312.0,
+    ("h100", "bf16"): 989.4,
+    ("h100", "fp8"): 1978.9,
+    ("h200", "bf16"): 989.4,
+    ("h200", "fp8"): 1978.9,
+    ("b200", "bf16"): 2250.0,
+    ("b200", "fp8"): 4500.0,
+    ("tpu v4", "bf16"): 275.0,
+    ("tpu v5e", "bf16"): 197.0,
+    ("tpu v5p", "bf16"): 459.0,
+    ("tpu v6e", "bf16"): 918.0,
 }
+
+# A TPU as JAX names it (device_kind, also in MaxText's "Jax Backend: ... TFRT TPU v6 lite" header) or as
+# Cloud names it (v6e, v5litepod, Trillium): its family in PEAK_TFLOPS. "TPU v5" alone is v5p.
+_TPU_NAMES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bv6\s*(?:e|lite)\b|\btrillium\b"), "tpu v6e"),
+    (re.compile(r"\bv5\s*(?:e|lite|litepod)\b"), "tpu v5e"),
+    (re.compile(r"\bv5p\b|\btpu\s*v5\b"), "tpu v5p"),
+    (re.compile(r"\bv4\b"), "tpu v4"),
+)
+
+
+_CLOUD_TYPE = re.compile(r"\s*v[4-6](?:e|p|lite|litepod)?(?:-\d+)?\s*$")  # an accelerator type: v6e-256
+
+
+def tpu_family(name: str) -> str | None:
+    """The PEAK_TFLOPS family of a TPU name (``TPU v6 lite``, ``v6e``, ``v5litepod-16``), else None."""
+    text = name.lower()
+    if "tpu" not in text and "trillium" not in text and not _CLOUD_TYPE.match(text):
+        return None
+    for pattern, family in _TPU_NAMES:
+        if pattern.search(text):
+            return family
+    return None
+
+
+class DevicePeak(NamedTuple):
+    """A device as the judge names it and its dense peak TFLOP/s at the run's precision (None: unknown)."""
+
+    name: str
+    tflops: float | None
+
+
+def log_backend(events: Iterable[object]) -> str | None:
+    """The ``Jax Backend`` header value of a log's events, else None."""
+    return next((e.value for e in events if isinstance(e, SystemInfoEvent) and e.key == "backend"), None)
+
+
+def device_peak(gpu_name: str, precision: str, events: Iterable[object] = ()) -> DevicePeak:
+    """The device a log ran on (``device_name``) and its peak at ``precision``."""
+    name = device_name(gpu_name, log_backend(events))
+    return DevicePeak(name, peak_tflops(name, precision))
+
+
+def highest_peak(name: str) -> float | None:
+    """The device's peak at its fastest listed precision: no step of any run on it can beat it."""
+    peaks = [p for prec in ("bf16", "fp8") if (p := peak_tflops(name, prec)) is not None]
+    return max(peaks) if peaks else None
+
+
+def device_name(gpu_name: str, backend: str | None) -> str:
+    """The device a run's peak is looked up for: the TPU its log's ``Jax Backend`` header names (the log
+    knows what it ran on), else the config's ``gpu_name`` (a GPU's backend names only its driver)."""
+    if backend:
+        family = tpu_family(backend)
+        if family is not None:
+            return "TPU " + family.removeprefix("tpu ")
+    return gpu_name
+
 
 Absence = Literal["feature_off", "inconclusive", "not_produced", "non_finite"]
 
@@ -63,7 +138,8 @@ METRIC_DEFINITIONS: dict[str, MetricDef] = {
     "training.mfu_pct": MetricDef(
         "%",
         "tflops_per_sec_per_gpu / the device's dense peak TFLOP/s for the run's precision x 100. N/A when "
-        "the GPU's peak is unknown (CPU, unlisted GPU).",
+        "the device's peak is unknown (CPU, an unlisted GPU); a TPU is the one its log's backend header "
+        "names.",
     ),
     "training.step_time_seconds": MetricDef(
         "s/step",
@@ -161,11 +237,28 @@ class MetricValue:
 
 
 def peak_tflops(gpu_name: str, precision: str) -> float | None:
+    """Dense peak TFLOP/s of a device name (a GPU label or a TPU name) at a precision, else None."""
     name = gpu_name.lower().strip()
+    family = tpu_family(name)
+    if family is not None:
+        return PEAK_TFLOPS.get((family, precision))
     for family in sorted({k[0] for k in PEAK_TFLOPS}, key=len, reverse=True):
         if family in name:
             return PEAK_TFLOPS.get((family, precision))
     return None
 
 
-__all__ = ["METRIC_DEFINITIONS", "PEAK_TFLOPS", "Absence", "MetricDef", "MetricValue", "peak_tflops"]
+__all__ = [
+    "METRIC_DEFINITIONS",
+    "PEAK_TFLOPS",
+    "Absence",
+    "DevicePeak",
+    "MetricDef",
+    "MetricValue",
+    "device_name",
+    "device_peak",
+    "highest_peak",
+    "log_backend",
+    "peak_tflops",
+    "tpu_family",
+]

@@ -29,7 +29,9 @@ from cvs_tui.core.judge.definitions import (
     METRIC_DEFINITIONS,
     PEAK_TFLOPS,
     Absence,
+    DevicePeak,
     MetricValue,
+    device_peak,
     peak_tflops,
 )
 from cvs_tui.core.judge.stalls import RunStalls
@@ -318,6 +320,15 @@ def steady_rates(
     return per_gpu, tok_total, tflops_gpu
 
 
+def run_device(node_events: Sequence[Sequence[LogEvent]], ctx: RunContext) -> DevicePeak:
+    """The run's device (a TPU its logs name, else the config's gpu_name) and its peak TFLOP/s."""
+    return device_peak(ctx.gpu_name, ctx.precision, (e for evs in node_events for e in evs))
+
+
+def _device_text(device: str, gpu_name: str) -> str:
+    return f"gpu_name {gpu_name!r}" if device == gpu_name else f"{device} (named by the log)"
+
+
 def scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float | None, sheet: Sheet) -> None:
     put, ctx = sheet.put, run.ctx
     base = ctx.scaling_baseline
@@ -334,13 +345,13 @@ def scaling_and_mfu(run: RunInputs, tok_total: float | None, tflops_gpu: float |
     else:
         expected = (run.num_nodes / base.num_nodes) * base.tokens_per_sec_total
         put("training.scaling_efficiency_pct", tok_total / expected * 100.0)
-    peak = peak_tflops(ctx.gpu_name, ctx.precision)
+    device, peak = run_device(run.node_events, ctx)
     if peak is None:
         put(
             "training.mfu_pct",
             None,
             "feature_off",
-            f"peak TFLOP/s unknown for gpu_name {ctx.gpu_name!r} at {ctx.precision}",
+            f"peak TFLOP/s unknown for {_device_text(device, ctx.gpu_name)} at {ctx.precision}",
         )
     elif tflops_gpu is None:
         src = sheet.m["training.tflops_per_sec_per_gpu"]

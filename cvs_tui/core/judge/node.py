@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cvs_tui.core.events import LogEvent, StepEvent
 from cvs_tui.core.judge.clock import LineClock
-from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.definitions import MetricValue, device_peak
 from cvs_tui.core.judge.figures import stream_figures
 from cvs_tui.core.judge.loss import bounded_points, finite_losses, stream_losses
 from cvs_tui.core.judge.metrics import NodeStats, RunContext, RunInputs, Sheet
@@ -143,7 +143,8 @@ def judge_node(
     cap = SERIES_CAP if series_cap is None else series_cap
     log = StreamLog(table, clock)
     sv = survey(log)
-    win = stream_window(log, sv)
+    device = device_peak(ctx.gpu_name, ctx.precision, (e for _, e in table.others))
+    win = stream_window(log, sv, device)
     slim = table.slim_events()
     own = own_inputs(slim, ctx, bool(sv.train))
     sheet = Sheet()

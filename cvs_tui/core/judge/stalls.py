@@ -141,6 +141,7 @@ class StallReport:
     threshold_seconds: float | None
     wall_seconds: float
     steady_step_seconds: float | None  # mean seconds of the judged steps that are not stalls
+    spread_seconds: float | None = None  # 1.4826 x the MAD of the judged seconds (None: no baseline)
 
     @property
     def stall_count(self) -> int:
@@ -355,7 +356,7 @@ def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
 
     total = chunk_sum(steady())
     mean = total / count[0] if count[0] else None
-    return StallReport(tuple(stalls), n, m, limit, wall, mean)
+    return StallReport(tuple(stalls), n, m, limit, wall, mean, s)
 
 
 def _gaps(

@@ -3,7 +3,7 @@ others are left out (see ``WINDOW_DEFINITION``, shown verbatim in report.html an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -16,9 +16,12 @@ from cvs_tui.core.events import (
     EvalStartEvent,
     LogEvent,
     ProfilerMarkEvent,
+    TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.background import background
+from cvs_tui.core.judge.definitions import DevicePeak
 from cvs_tui.core.judge.stalls import StallReport, stream_stalls
+from cvs_tui.core.judge.steady import Chunk, step_rates, window_drops_chunked
 from cvs_tui.core.judge.table import PROFILER, TRAIN, Arrays, StreamLog
 
 if TYPE_CHECKING:
@@ -29,9 +32,10 @@ if TYPE_CHECKING:
 # first this-many logged steps (a resumed run starts at its checkpoint step and warms up again).
 WARMUP_STEPS = 3
 # Fewest clean steps a perf metric may be computed from. Sized for CPU-size and smoke runs (a 20-step run
-# with one checkpoint keeps about 10); a production run keeps hundreds. Below it the perf metrics are
-# inconclusive, never a number.
-MIN_CLEAN_STEPS = 5
+# with one checkpoint keeps about 10; a 10-step production log with one stall keeps 4 once the stall's
+# and the warm-up's disturbed neighbours are out, judge.steady); a production run keeps hundreds. Below it
+# the perf metrics are inconclusive, never a number.
+MIN_CLEAN_STEPS = 4
 WINDOW_DEFINITION = (
     f"Steady-state window: train steps with seconds, minus warm-up (step numbers below {WARMUP_STEPS} and "
     f"the first {WARMUP_STEPS} logged steps), minus every step whose host interval holds a checkpoint save, "
@@ -41,7 +45,10 @@ WINDOW_DEFINITION = (
     "too short); an event naming no step drops the three steps after the last step line written before it "
     "(MaxText writes step lines at least one step late). A stall is dropped too: a step whose seconds "
     "exceed max(median + 6 x 1.4826 x MAD, 3 x median, median + 1 s) of the node's own post-warm-up steps "
-    "(see 'Stalls and goodput'). The perf "
+    "(see 'Stalls and goodput'). So is a step above the device's peak TFLOP/s, and a step beside a dropped "
+    "one whose seconds are outside the node's steady band (at least 1/1.5..1.5 x the median and 3 x 1.4826 "
+    "x MAD: time moves between neighbouring steps under asynchronous dispatch; see 'Steady state under "
+    "asynchronous dispatch'). The perf "
     f"metrics use the steps clean on every node; fewer than {MIN_CLEAN_STEPS} of them makes every perf "
     "metric inconclusive (this minimum suits CPU-size and smoke runs; production runs keep hundreds)."
 )
@@ -172,8 +179,10 @@ class StreamWindow:
     keys: npt.NDArray[np.int64]
 
 
-def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
-    """A node's window (see WINDOW_DEFINITION): the steps it drops, with why, and its stalls."""
+def stream_window(log: StreamLog, sv: Survey, device: DevicePeak | None = None) -> StreamWindow:
+    """A node's window (see WINDOW_DEFINITION): the steps it drops, with why, and its stalls. ``device``:
+    the device and its peak TFLOP/s, for the steady-state rule (``judge.steady``; None: no step is
+    impossible)."""
     import numpy as np
 
     excluded: dict[int, str] = {}
@@ -185,6 +194,8 @@ def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
         prof = list(zip(sv.profiler, log.events(sv.profiler), strict=True))
         stalls = stream_stalls(log, background(log.s.others, prof, log.clock), WARMUP_STEPS)
         for s, reason in stalls.exclusions().items():
+            excluded.setdefault(s, reason)
+        for s, reason in _steady(log, excluded, stalls, device).items():
             excluded.setdefault(s, reason)
     keys = np.sort(np.fromiter(excluded, np.int64, len(excluded)))
     seen = log.seen()
@@ -203,6 +214,29 @@ def stream_window(log: StreamLog, sv: Survey) -> StreamWindow:
     named = set(every[logged].tolist())  # a reason only for a step that was logged
     kept = {s: r for s, r in sorted(excluded.items()) if s in named}
     return StreamWindow(kept, stalls, keys)
+
+
+def _steady(
+    log: StreamLog, excluded: dict[int, str], stalls: StallReport, device: DevicePeak | None
+) -> dict[int, str]:
+    """The steady-state rule (``judge.steady``) over the first timed train record of each step, in log
+    order, a chunk at a time (the rule holds ``steady.CONTEXT`` records of each neighbouring chunk)."""
+    import numpy as np
+
+    keys = np.sort(np.fromiter(excluded, np.int64, len(excluded)))
+    tps = next((e.total_tflops for _, e in log.s.others if isinstance(e, TflopsPerStepEvent)), None)
+    seen = log.seen()
+
+    def chunks() -> Iterator[Chunk]:
+        for _, c in log.chunks("step", "kind", "seconds", "has_seconds", "tflops", "has_tflops"):
+            t = log.firsts(seen, c["step"], (c["kind"] == TRAIN) & c["has_seconds"])
+            steps, sec = c["step"][t], c["seconds"][t]
+            with np.errstate(invalid="ignore"):
+                in_window = ~np.isin(steps, keys) & np.isfinite(sec) & (sec > 0)
+            yield steps, sec, in_window, step_rates(sec, c["tflops"][t], c["has_tflops"][t], tps)
+
+    peak, name = (device.tflops, device.name) if device is not None else (None, "")
+    return window_drops_chunked(chunks(), stalls.median_seconds, stalls.spread_seconds, peak, name)
 
 
 def window_mask(
