@@ -105,8 +105,8 @@ def test_key_named_values_that_are_not_secrets_stay() -> None:
 
 
 def test_a_secret_learned_in_one_file_is_found_bare_in_another(tmp_path: Path) -> None:
-    """H1 re-check: a secret found by its key in one file is replaced bare elsewhere, and a copy the
-    scrubber cannot rewrite (not text) that still holds it makes the export fail."""
+    """H1 re-check: a secret found by its key in one file is replaced bare elsewhere; a file the
+    scrubber cannot rewrite (not text) is left out of a copy, and in place it makes the export fail."""
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     src = tmp_path / "in"
     src.mkdir()
@@ -115,9 +115,11 @@ def test_a_secret_learned_in_one_file_is_found_bare_in_another(tmp_path: Path) -
     (src / "c.bin").write_bytes(b"\x80\x81\x00junk " + secret.encode() + b"\n")
     report = scrub_files([src], PrivacyContext(), out_dir=tmp_path / "out")
     assert secret not in (tmp_path / "out" / "in" / "b.log").read_text()
-    assert not report.clean
-    assert any("c.bin" in line and "token" in line for line in report.leftovers), report.leftovers
-    assert main(["scrub", str(src), "--out", str(tmp_path / "out2")]) == 1
+    assert report.clean and [Path(x).name for x in report.left_out] == ["c.bin"]
+    assert not (tmp_path / "out" / "in" / "c.bin").exists()
+    inplace = scrub_files([src], PrivacyContext(), in_place=True)
+    assert not inplace.clean
+    assert any("c.bin" in line and "token" in line for line in inplace.leftovers), inplace.leftovers
 
 
 def test_pem_begin_and_end_in_different_json_strings_keep_the_json(tmp_path: Path) -> None:

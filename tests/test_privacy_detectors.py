@@ -163,7 +163,8 @@ def test_utf16_without_a_bom_is_flagged_not_passed(tmp_path: Path) -> None:
     lines = check_files([f])
     assert any(ln.endswith("ip (in UTF-16-LE text)") for ln in lines), lines
     report = scrub_files([f], build_context(environ={}), out_dir=tmp_path / "o")
-    assert not report.clean
+    assert report.left_out and not list((tmp_path / "o").rglob("f.log"))  # not text: left out, listed
+    assert not scrub_files([f], build_context(environ={}), in_place=True).clean
 
 
 def test_addresses_in_file_names(tmp_path: Path) -> None:
