@@ -95,13 +95,13 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import NodeLogEvent, RunEvent, StepEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.tail import LogTailer
-from cvs_tui.core.runner.transport import SSHTransport
-from cvs_tui.core.runner.watchdog import NodeWatch
+from cvs_tui.core.runner.nodes.tail import LogTailer
 from cvs_tui.core.state import RunState
+from cvs_tui.core.transport import SSHTransport
+from cvs_tui.core.watch.watchdog import NodeWatch
 
 try:
-    from cvs_tui.core.runner.tail import coalesce_for
+    from cvs_tui.core.runner.nodes.tail import coalesce_for
 except ImportError:  # the code before per-node-count budgets (a before/after run): 0.15 s for any count
 
     def coalesce_for(streams: int) -> float:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _runner_infra import infra, kill_ssh_connection, needs_infra, remove_scratch, scratch_dir, ssh
 
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.transport import (
     CommandError,
     CommandTimeout,
     ConnectError,

@@ -35,10 +35,10 @@ from _slurm_suite import (
     squeue_jobs,
 )
 
-from cvs_tui.core.runner import slurm_target as st
-from cvs_tui.core.runner.slurm import release_allocation, request_allocation
-from cvs_tui.core.runner.slurm_nodelocal import NodeLocalStep
-from cvs_tui.core.runner.slurm_stream import SRUN_MAX_MSG, LabelDemux
+from cvs_tui.core.runner.slurm import target as st
+from cvs_tui.core.runner.slurm.client import release_allocation, request_allocation
+from cvs_tui.core.runner.slurm.nodelocal import NodeLocalStep
+from cvs_tui.core.runner.slurm.stream import SRUN_MAX_MSG, LabelDemux
 from cvs_tui.core.runner.suite import Suite
 from tests._slurm_infra import needs_slurm, slurm, stepd_pid
 

@@ -27,8 +27,8 @@ from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import build_plan
-from cvs_tui.core.runner.launcher import LaunchSpec, exit_code_from_log_tail
-from cvs_tui.core.runner.slurm import (
+from cvs_tui.core.runner.nodes.script import LaunchSpec, exit_code_from_log_tail
+from cvs_tui.core.runner.slurm.client import (
     Allocation,
     SlurmClient,
     SlurmError,

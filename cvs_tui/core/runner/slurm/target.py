@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from cvs_tui.core.cluster import Cluster, Node, os_user
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, PlannedSlurm, PlannedStage, SlurmFiles
-from cvs_tui.core.runner.slurm import (
+from cvs_tui.core.runner.slurm.client import (
     Allocation,
     SlurmClient,
     SlurmError,
@@ -30,7 +30,7 @@ from cvs_tui.core.runner.slurm import (
     release_allocation,
     request_allocation,
 )
-from cvs_tui.core.runner.transport import CommandTimeout
+from cvs_tui.core.transport import CommandTimeout
 
 _NODES_FLAG = re.compile(r"^(?:-N|--nodes)(?:=?(.*))$")
 _COUNT = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit takes `２` and `²`

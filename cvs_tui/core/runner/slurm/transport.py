@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from cvs_tui.core.runner.slurm import (
+from cvs_tui.core.runner.slurm.client import (
     SlurmClient,
     SlurmError,
     cancel_named_step,
@@ -33,7 +33,7 @@ from cvs_tui.core.runner.slurm import (
     side_run,
     side_step_name,
 )
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.transport import (
     CommandError,
     CommandResult,
     CommandTimeout,

@@ -24,9 +24,9 @@ from typing import ClassVar, Literal
 from cvs_tui.core.config.host_config import gpu_mode
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, PlannedRun
-from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
 from cvs_tui.core.runner.launch import LaunchFailed, NodeLost
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
+from cvs_tui.core.runner.nodes.script import (
     ENVIRON_HAS,
     JOB_TOKEN_ENV,
     LaunchSpec,
@@ -38,15 +38,15 @@ from cvs_tui.core.runner.launcher import (
     read_exit_command,
     scan_command,
 )
-from cvs_tui.core.runner.options import MIN_FREE_BYTES, RunOptions
-from cvs_tui.core.runner.tail import LogTailer, coalesce_for
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.runner.nodes.tail import LogTailer, coalesce_for
+from cvs_tui.core.transport import (
     CommandResult,
     Transport,
     TransportError,
     connect_all,
     transport_for,
 )
+from cvs_tui.core.watch.options import MIN_FREE_BYTES, RunOptions
 
 DOCKER_SOCKET_ARG = "docker_socket"  # container.runtime.args key: the nodes' Docker socket path
 

@@ -39,20 +39,27 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.script import (
     RC_SETUP_FAILED,
     LaunchSpec,
     build_launcher,
     parse_exit_status,
     read_exit_command,
 )
-from cvs_tui.core.runner.slurm import SlurmError, SlurmJob, SlurmStep, side_command, step_argv, task_script
-from cvs_tui.core.runner.slurm_stream import LabelDemux
-from cvs_tui.core.runner.transport import CommandTimeout
+from cvs_tui.core.runner.slurm.client import (
+    SlurmError,
+    SlurmJob,
+    SlurmStep,
+    side_command,
+    step_argv,
+    task_script,
+)
+from cvs_tui.core.runner.slurm.stream import LabelDemux
+from cvs_tui.core.transport import CommandTimeout
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import PlannedRun
-    from cvs_tui.core.runner.slurm import SlurmLauncher
+    from cvs_tui.core.runner.slurm.client import SlurmLauncher
 
 # The task's first words (argv): read the bundle from stdin, then run it. Small and fixed, so no rank
 # count can make it pass MAX_ARG_STRLEN.

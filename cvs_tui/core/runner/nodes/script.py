@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.transport import expanding_quote
+from cvs_tui.core.transport import expanding_quote
 
 MODULE_PREFIX = "module:"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

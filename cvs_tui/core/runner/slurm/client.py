@@ -36,21 +36,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.follow import FileFollower
 from cvs_tui.core.plan import Plan, PlannedRun, SlurmFiles
 from cvs_tui.core.run_folder import SLURM_STEPS
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.script import (
     LaunchSpec,
     build_launcher,
     exit_file,
     kill_group_command,
     parse_exit_status,
 )
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.transport import CommandResult, CommandTimeout
+from cvs_tui.core.transport import CommandResult, CommandTimeout
+from cvs_tui.core.watch.followers import FileFollower
+from cvs_tui.core.watch.options import RunOptions
 
 if TYPE_CHECKING:
-    from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher
+    from cvs_tui.core.runner.slurm.docker import SlurmDockerLauncher
 
 _GRANTED = re.compile(r"(?:Pending|Granted) job allocation (\d+)")
 _NO_NODE_FLAGS = ("--no-shell", "--jobid", "-j")
@@ -645,7 +645,7 @@ class SlurmLauncher:
 
     async def _check_node_tools(self, need: int) -> list[str]:
         """Node-local files need GNU ``tail --pid`` on every node (it copies the log to the step's stdout)."""
-        from cvs_tui.core.runner.slurm_nodelocal import TAIL_CHECK
+        from cvs_tui.core.runner.slurm.nodelocal import TAIL_CHECK
 
         assert self.alloc is not None
         results = await asyncio.gather(
@@ -692,7 +692,7 @@ class SlurmLauncher:
         if self.alloc is None:
             raise SlurmError("start before prepare: no allocation")
         if self.node_local:
-            from cvs_tui.core.runner.slurm_nodelocal import start_node_local
+            from cvs_tui.core.runner.slurm.nodelocal import start_node_local
 
             return await start_node_local(self, run)
         folder = str(self.run_dir / SLURM_STEPS / run.slug)
@@ -741,7 +741,7 @@ def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher | SlurmDockerLau
     client = options.slurm_client or SlurmClient()
     alloc = Allocation(sl.job_id, list(sl.nodes), owned=sl.owned)
     if plan.container_runtime == "docker":
-        from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher  # imports aiodocker
+        from cvs_tui.core.runner.slurm.docker import SlurmDockerLauncher  # imports aiodocker
 
         return SlurmDockerLauncher(plan, options, alloc, client)
     return SlurmLauncher(

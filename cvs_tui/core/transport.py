@@ -715,7 +715,7 @@ class SSHTransport:
     async def start_follow(self, cmd: str) -> NodeProcess:
         """Through the OpenSSH client where it can reach the node as this connection does (C crypto:
         a fraction of asyncssh's CPU per packet, see openssh.py), else on this connection."""
-        from cvs_tui.core.runner import openssh
+        from cvs_tui.core.runner.nodes import openssh
 
         argv = (
             None

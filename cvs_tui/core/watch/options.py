@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cvs_tui.core.runner.slurm import SlurmClient
+    from cvs_tui.core.runner.slurm.client import SlurmClient
 
 MIN_FREE_BYTES = 512 * 1024 * 1024  # free space wanted for the run folder and the nodes' output folders
 

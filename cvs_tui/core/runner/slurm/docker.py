@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from cvs_tui.core.plan import Plan
-from cvs_tui.core.runner.nodes import NodeLauncher
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.slurm import Allocation, SlurmClient, release_allocation
-from cvs_tui.core.runner.slurm_transport import SlurmTransport
-from cvs_tui.core.runner.transport import Transport
+from cvs_tui.core.runner.nodes.launcher import NodeLauncher
+from cvs_tui.core.runner.slurm.client import Allocation, SlurmClient, release_allocation
+from cvs_tui.core.runner.slurm.transport import SlurmTransport
+from cvs_tui.core.transport import Transport
+from cvs_tui.core.watch.options import RunOptions
 
 
 class SlurmDockerLauncher(NodeLauncher):
