@@ -95,9 +95,9 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import NodeLogEvent, RunEvent, StepEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
 from cvs_tui.core.runner.nodes.tail import LogTailer
 from cvs_tui.core.state import RunState
-from cvs_tui.core.transport import SSHTransport
 from cvs_tui.core.watch.watchdog import NodeWatch
 
 try:

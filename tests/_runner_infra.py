@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tui.core.transport import SSHTransport
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
 ENV_FILE = Path(os.environ.get("CVS_TEST_ROOT", "/tmp/cvs-ci")) / "env"
 

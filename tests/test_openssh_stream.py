@@ -23,8 +23,8 @@ import pytest
 from _runner_infra import infra, infra_only, kill_ssh_connection, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.runner.nodes.openssh import openssh_argv
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
 from cvs_tui.core.runner.nodes.tail import LogTailer
-from cvs_tui.core.transport import SSHTransport
 
 
 def _lines(start: int, count: int) -> bytes:

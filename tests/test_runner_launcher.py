@@ -26,6 +26,7 @@ from cvs_tui.core.runner.nodes.containers import (
     HostRuntime,
     container_name,
 )
+from cvs_tui.core.runner.nodes.local import LocalTransport
 from cvs_tui.core.runner.nodes.script import (
     RC_NO_TRAIN_SCRIPT,
     RC_SETUP_FAILED,
@@ -38,7 +39,7 @@ from cvs_tui.core.runner.nodes.script import (
     parse_exit_status,
     pid_file,
 )
-from cvs_tui.core.transport import LocalTransport, Transport
+from cvs_tui.core.transport import Transport
 
 STEP = (
     "completed step: {i}, seconds: 0.{i}21, TFLOP/s/device: 101.{i}, Tokens/s/device: 2048.5, "

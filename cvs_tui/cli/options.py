@@ -74,7 +74,7 @@ def load_target(
     """Cluster first (it names the `{user-id}`), then the config, then the plan. Raises UserError.
 
     With ``--slurm`` and ``allocate`` (a run), an allocation is requested when cvs-tui is not inside
-    one; the caller releases it (``slurm_target.release_owned``). Without ``allocate`` (plan) nothing
+    one; the caller releases it (``slurm.target.release_owned``). Without ``allocate`` (plan) nothing
     is requested: the plan shows the request and the rank map."""
     from cvs_tui.core.config.loader import load_config
     from cvs_tui.core.plan import build_plan, new_run_id

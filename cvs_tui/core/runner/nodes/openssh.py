@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from cvs_tui.core.transport import CommandTimeout, ConnectionLostError
 
 if TYPE_CHECKING:
-    from cvs_tui.core.transport import SSHTransport
+    from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
 log = logging.getLogger(__name__)
 

@@ -4,12 +4,12 @@ Nodes come from an allocation: the one cvs-tui runs in (``SLURM_JOB_ID``; node l
 from ``scontrol show hostnames``, rank 0 = first node) or one it requests with ``salloc --no-shell``
 and releases (``scancel``) at the end, also on failure and Ctrl-C. Each run is one job step:
 ``srun --jobid J -N n --ntasks-per-node=1 bash RUN/task.sh``; the task picks its rank's launcher script
-(``core/runner/launcher.py``, the same as over SSH) by ``SLURM_NODEID``. Per-node files live in the run
+(``core/runner/nodes/script.py``, the same as over SSH) by ``SLURM_NODEID``. Per-node files live in the run
 folder on shared storage, so logs are followed and exit statuses read from there, and srun's own
 ``--output`` is named with ``%n`` (``%N`` is the same hostname for every node of a one-machine test
 cluster). Side commands run as ``srun --overlap -w NODE``, so no SSH to compute nodes is needed.
 Where a node does not see the run folder (or with ``--slurm-files node-local``), the step's files live
-on the nodes instead and the logs come from the step's labelled stdout: :mod:`.slurm_nodelocal`.
+on the nodes instead and the logs come from the step's labelled stdout: :mod:`.nodelocal`.
 
 Exit statuses: the ranks' own (``<log>.exit``), never srun's (143 when one rank exited 7) nor the
 batch job's. Stopping: ``scancel --signal=TERM J.S``, grace, ``scancel J.S``, then the trainer's
@@ -733,7 +733,7 @@ class SlurmLauncher:
 
 
 def from_plan(plan: Plan, options: RunOptions) -> SlurmLauncher | SlurmDockerLauncher:
-    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm_target):
+    """The "slurm" launcher for a plan whose allocation is known (``plan.slurm``, see slurm.target):
     ranks in the job step (runtime host), or in Docker containers on the nodes (runtime docker)."""
     sl = plan.slurm
     if sl is None or sl.job_id is None:

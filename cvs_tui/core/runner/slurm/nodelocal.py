@@ -12,7 +12,7 @@ ran, so no ``.exit`` file will ever say it.
 
 Logs: the launcher writes the rank's log on the node as always; the task copies it to its stdout
 (``tail -f --pid``, immune to the step's TERM, so the lines written after a stop still come) and srun
-(``-l``, labelled, line-buffered; no ``-u``) merges them. :mod:`.slurm_stream` splits that back into
+(``-l``, labelled, line-buffered; no ``-u``) merges them. :mod:`.stream` splits that back into
 one byte stream per rank for :meth:`NodeLocalJob.follow`. At the end each rank's node log is compared
 (size, SHA-256) with what came through, through a side command; bytes srun never delivered (a lost
 step daemon) are read from the node there when the rest matches, any other difference is a problem line.

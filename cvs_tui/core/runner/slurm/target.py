@@ -8,7 +8,7 @@ at the end, also on failure and Ctrl-C (:func:`release_owned`).
 
 Containers: with the ``host`` runtime the trainer runs in the job step; with ``docker`` it runs in a
 container on each node, as over SSH, every node reached through ``srun --overlap`` side steps and its
-Docker socket through a side step that bridges it (:mod:`.slurm_docker`). pyxis/enroot is not available
+Docker socket through a side step that bridges it (:mod:`.docker`). pyxis/enroot is not available
 here (see docs/config-format.md, "Containers under Slurm", for the proposed config shape).
 """
 
