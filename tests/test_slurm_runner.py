@@ -32,16 +32,13 @@ from cvs_tui.core.runner.slurm.client import (
     Allocation,
     SlurmClient,
     SlurmError,
-    SlurmJob,
-    SlurmLauncher,
-    SlurmStep,
     allocation_from_env,
     parse_slurm_args,
     release_allocation,
     request_allocation,
-    side_command,
-    task_script,
 )
+from cvs_tui.core.runner.slurm.launcher import SlurmJob, SlurmLauncher
+from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, task_script
 from tests._slurm_infra import needs_slurm, pids_matching, slurm, stepd_pid
 
 TRAINER = r"""

@@ -120,7 +120,7 @@ class LauncherClass(Protocol):
 # name -> "module:Class"; imported only when a plan asks for it.
 LAUNCHERS: dict[str, str] = {
     "nodes": "cvs_tui.core.runner.nodes.launcher:NodeLauncher",
-    "slurm": "cvs_tui.core.runner.slurm.client:from_plan",  # a factory: the plan carries the allocation
+    "slurm": "cvs_tui.core.runner.slurm.launcher:from_plan",  # a factory: the plan carries the allocation
 }
 
 

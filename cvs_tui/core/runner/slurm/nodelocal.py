@@ -46,20 +46,15 @@ from cvs_tui.core.runner.nodes.script import (
     parse_exit_status,
     read_exit_command,
 )
-from cvs_tui.core.runner.slurm.client import (
-    SlurmError,
-    SlurmJob,
-    SlurmStep,
-    side_command,
-    step_argv,
-    task_script,
-)
+from cvs_tui.core.runner.slurm.client import SlurmError
+from cvs_tui.core.runner.slurm.launcher import SlurmJob
+from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, step_argv, task_script
 from cvs_tui.core.runner.slurm.stream import LabelDemux
 from cvs_tui.core.transport import CommandTimeout
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import PlannedRun
-    from cvs_tui.core.runner.slurm.client import SlurmLauncher
+    from cvs_tui.core.runner.slurm.launcher import SlurmLauncher
 
 # The task's first words (argv): read the bundle from stdin, then run it. Small and fixed, so no rank
 # count can make it pass MAX_ARG_STRLEN.

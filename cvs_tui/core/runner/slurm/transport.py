@@ -24,9 +24,8 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from cvs_tui.core.runner.slurm.client import (
-    SlurmClient,
-    SlurmError,
+from cvs_tui.core.runner.slurm.client import SlurmClient, SlurmError
+from cvs_tui.core.runner.slurm.steps import (
     cancel_named_step,
     end_side_step,
     side_argv,
