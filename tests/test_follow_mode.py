@@ -23,7 +23,8 @@ from cvs_tui.core.feed import EventFeed
 from cvs_tui.core.results import load_results
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.sources.follow import FollowSession
-from cvs_tui.core.sources.offline import analyze_paths, run_key_for
+from cvs_tui.core.sources.inputs import run_key_for
+from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.watch.followers import FileFollower
 from cvs_tui.core.watch.options import RunOptions
 from cvs_tui.tui.app import CvsApp

@@ -32,7 +32,7 @@ from cvs_tui.core.plan import Plan, build_plan
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.sources.follow import FollowSession
-from cvs_tui.core.sources.offline import run_key_for
+from cvs_tui.core.sources.inputs import run_key_for
 from cvs_tui.core.watch.followers import STDIN, Follower, followers_for
 from cvs_tui.core.watch.options import RunOptions
 

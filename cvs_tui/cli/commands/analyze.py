@@ -34,7 +34,8 @@ from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import REPORT_FILES, write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.sources.offline import analyze_paths, plan_for
+from cvs_tui.core.sources.inputs import plan_for
+from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.textsafe import register_secrets, sanitize_text
 from cvs_tui.core.watch.options import RunOptions
 
@@ -218,7 +219,7 @@ def _show(
     loaded: LoadedConfig, plan: Plan, results: Results, args: argparse.Namespace, paths: dict[str, Path]
 ) -> None:
     """The finished run in the same screens a live run uses."""
-    from cvs_tui.core.sources.offline import resolve_log_inputs
+    from cvs_tui.core.sources.inputs import resolve_log_inputs
     from cvs_tui.core.sources.replay import replay_events
     from cvs_tui.tui.app import run_tui
 
