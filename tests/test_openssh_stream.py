@@ -1,4 +1,4 @@
-"""Log streams through the OpenSSH client (core/runner/openssh.py) against the real test sshd nodes.
+"""Log streams through the OpenSSH client (core/runner/nodes/openssh.py) against the real test sshd nodes.
 
 What they hold: the ``ssh`` command says what the asyncssh connection says (port, user, only the given
 key, the same known_hosts with strict checking, the opt-out, one ssh_config), nothing else; a followed

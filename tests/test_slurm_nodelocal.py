@@ -103,7 +103,7 @@ def _expected(rank: int) -> bytes:
         + b"\n"
         + b"".join(f"rank {rank} line {i}\n".encode() for i in range(1, 13))
         + b"\n"
-        # the last line had no newline: srun gives it one (see slurm_stream); cvs-tui's launcher always
+        # the last line had no newline: srun gives it one (see slurm.stream); cvs-tui's launcher always
         # ends a log it finishes with a whole EXIT_CODE line
         + f"tail {rank}\n".encode()
     )
