@@ -90,7 +90,7 @@ def parser_throughput(log: Path, env: dict[str, str]) -> float:
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from cvs_tui.core.offline import parse_log_file\n"
+        "from cvs_tui.core.sources.offline import parse_log_file\n"
         "t = time.process_time(); parse_log_file(Path(sys.argv[1]), None)\n"
         "print(Path(sys.argv[1]).stat().st_size / 1e6 / (time.process_time() - t))\n"
     )

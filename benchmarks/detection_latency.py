@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _runner_infra import load_infra
 
-from cvs_tui.core.runner.tail import LogTailer, follow_command
-from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
+from cvs_tui.core.runner.nodes.tail import LogTailer, follow_command
 
 
 def pct(values: list[float], p: float) -> float:

@@ -7,7 +7,7 @@ Needs the test infrastructure (``.ci/infra.sh up``; reads ``$CVS_TEST_ROOT/env``
 ``/tmp/cvs-ci/env``). Each emulated node is an SSH node of its own to the loopback sshd nodes
 (127.0.0.2, 127.0.0.3, ... in turn): one asyncssh connection (opened at most ``CONNECTS`` at a time:
 sshd drops unauthenticated connections past its MaxStartups) and, as in a live run, its log stream
-through an ``ssh`` client process (``Transport.start_follow``, core/runner/openssh.py; asyncssh where
+through an ``ssh`` client process (``Transport.start_follow``, core/runner/nodes/openssh.py; asyncssh where
 that cannot be used), so 512 nodes are 512 connections and 512 ``ssh`` processes. Each node's file
 starts with one line; the window opens once every stream has delivered it (every ``ssh`` connected).
 A separate writer process then appends a MaxText step line to each node's file ``--rate`` times a
@@ -95,13 +95,13 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import NodeLogEvent, RunEvent, StepEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.tail import LogTailer
-from cvs_tui.core.runner.transport import SSHTransport
-from cvs_tui.core.runner.watchdog import NodeWatch
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
+from cvs_tui.core.runner.nodes.tail import LogTailer
 from cvs_tui.core.state import RunState
+from cvs_tui.core.watch.watchdog import NodeWatch
 
 try:
-    from cvs_tui.core.runner.tail import coalesce_for
+    from cvs_tui.core.runner.nodes.tail import coalesce_for
 except ImportError:  # the code before per-node-count budgets (a before/after run): 0.15 s for any count
 
     def coalesce_for(streams: int) -> float:
@@ -186,7 +186,7 @@ def proc_pss(pids: set[int]) -> int:
 
 
 class ChildCPU:
-    """The CPU of the ``ssh`` processes the streams run through (core/runner/openssh.py): they decrypt
+    """The CPU of the ``ssh`` processes the streams run through (core/runner/nodes/openssh.py): they decrypt
     the nodes' packets, so they count. Sampled once a second from /proc (a stream's ssh ends as soon as
     its node's last line arrived: its last second is not seen, < 1 ms of CPU); the sampling's own CPU is
     kept apart and taken off this process's figure."""

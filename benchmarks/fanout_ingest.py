@@ -35,8 +35,8 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.events import RunEvent
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.watchdog import NodeWatch
 from cvs_tui.core.state import RunState
+from cvs_tui.core.watch.watchdog import NodeWatch
 
 LINE = (
     "I1130 12:00:00.000000 140000000000001 metric_logger.py:265] completed step: %d, seconds: 0.050, "

@@ -190,7 +190,7 @@ def run_one(tree: Path, name: str, tmp: Path, args: argparse.Namespace, big: Pat
 
 READER = """
 import asyncio, sys, time
-from cvs_tui.core.follow import FileFollower
+from cvs_tui.core.watch.followers import FileFollower
 async def go():
     f = FileFollower(sys.argv[1], poll_interval=0.01)
     t0, n, size = time.monotonic(), 0, int(sys.argv[2])

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 from cvs_tui.core.health.kmsg import KernelLogFollower
-from cvs_tui.core.runner.transport import LocalTransport
+from cvs_tui.core.runner.nodes.local import LocalTransport
 
 LINE = "amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}"
 

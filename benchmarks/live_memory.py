@@ -95,7 +95,7 @@ def measure(nodes: int, steps: int, per_chunk: int) -> dict[str, float]:
     from cvs_tui.core.events import RunOutcome
     from cvs_tui.core.parse import NodeLogParser
     from cvs_tui.core.runner.execute import RankLog, RunExecution
-    from cvs_tui.core.runner.watchdog import NodeWatch, Verdict
+    from cvs_tui.core.watch.watchdog import NodeWatch, Verdict
 
     local = Path(tempfile.mkdtemp(prefix="cvs-live-memory-"))
     try:

@@ -74,8 +74,8 @@ from cvs_tui.core.export.live import LiveRun
 from cvs_tui.core.export.series import MAX_SERIES_PER_NODE, SERIES_PER_NODE
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.watchdog import NodeWatch
 from cvs_tui.core.state import RunState
+from cvs_tui.core.watch.watchdog import NodeWatch
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "BS=8,PRECISION=BF16,SL=4096"

@@ -39,7 +39,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from cvs_tui.core.judge.metrics import RunContext
-    from cvs_tui.core.offline import digest_log_file, parse_log_file
+    from cvs_tui.core.sources.offline import digest_log_file, parse_log_file
 
     with tempfile.TemporaryDirectory(prefix="profile-digest-") as tmp:
         log = args.log

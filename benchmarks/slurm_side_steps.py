@@ -32,8 +32,8 @@ import aiodocker
 from _runner_infra import infra
 from _slurm_infra import slurm
 
-from cvs_tui.core.runner.slurm import release_allocation, request_allocation
-from cvs_tui.core.runner.slurm_transport import Bridge, SlurmTransport
+from cvs_tui.core.runner.slurm.client import release_allocation, request_allocation
+from cvs_tui.core.runner.slurm.transport import Bridge, SlurmTransport
 
 
 async def _times(n: int, fn: Callable[[], Awaitable[object]]) -> list[float]:

@@ -42,7 +42,8 @@ from cvs_tui.core.compare.inputs import RunInput
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.config.thresholds import GATED_METRICS
 from cvs_tui.core.judge import steady
-from cvs_tui.core.offline import analyze_paths, plan_for
+from cvs_tui.core.sources.inputs import plan_for
+from cvs_tui.core.sources.offline import analyze_paths
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs/local/cpu_jaxmaxtext_tiny-llama_single.json"

@@ -55,7 +55,7 @@ from _runner_infra import infra
 from suite_fixtures.helpers import SLUG, Setup, make_suite, remove_scratch_tree
 
 from cvs_tui.core.events import NodeState, NodeStatusEvent, RunEndEvent, RunEvent, StageEvent, StageState
-from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.watch.options import RunOptions
 
 STEP_S = 0.25
 FAULT_STEP = 20

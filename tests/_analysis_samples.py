@@ -21,9 +21,9 @@ from cvs_tui.core.events import (
     TflopsPerStepEvent,
 )
 from cvs_tui.core.judge.finalize import base_results, finalize_run
-from cvs_tui.core.offline import planned_run
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results
+from cvs_tui.core.sources.inputs import planned_run
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL_SINGLE = REPO / "configs/local/cpu_jaxmaxtext_tiny-llama_single.json"

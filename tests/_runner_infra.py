@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
 ENV_FILE = Path(os.environ.get("CVS_TEST_ROOT", "/tmp/cvs-ci")) / "env"
 
@@ -106,7 +106,7 @@ def scratch_dir(tag: str) -> str:
 
 def kill_ssh_connection(t: SSHTransport) -> list[int]:
     """Drop ``t``'s connections from the server side: SIGKILL the sshd processes serving its asyncssh
-    connection and the ``ssh`` clients following its logs (core/runner/openssh.py), by pid."""
+    connection and the ``ssh`` clients following its logs (core/runner/nodes/openssh.py), by pid."""
     sockname = t._conn.get_extra_info("sockname") if t._conn is not None else None
     if not sockname:
         return []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _runner_infra import read_env_file
 
-from cvs_tui.core.runner.slurm import SlurmClient
+from cvs_tui.core.runner.slurm.client import SlurmClient
 
 ENV_FILE = Path(os.environ.get("CVS_SLURM_ROOT", "/tmp/cvs-slurm")) / "env"
 

@@ -19,7 +19,7 @@ from suite_fixtures.helpers import BASE_CONFIG, BASE_THRESHOLDS, SLUG, SWEEP, TR
 from cvs_tui.core.bus import EventBus
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.plan import Plan, build_plan, new_run_id
-from cvs_tui.core.runner import slurm_target as st
+from cvs_tui.core.runner.slurm import target as st
 from cvs_tui.core.runner.suite import RunOptions, Suite
 from tests._slurm_infra import slurm
 

@@ -15,8 +15,8 @@ from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import load_results
+from cvs_tui.core.sources.offline import analyze_paths
 
 STEP = re.compile(
     r"completed step: (\d+), seconds: ([\d.]+), TFLOP/s/device: ([\d.]+), "
@@ -266,7 +266,7 @@ def test_folder_of_node_logs_sorted_by_rank(tmp_path: Path) -> None:
 
 def test_metrics_file_losses_are_used_only_where_they_match_the_log(tmp_path: Path) -> None:
     from cvs_tui.core.events import StepEvent
-    from cvs_tui.core.offline import parse_log_file
+    from cvs_tui.core.sources.offline import parse_log_file
 
     log = tmp_path / "node0.log"
     log.write_bytes((FIXTURES / "single_20steps.log").read_bytes())

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from _analysis_samples import FIXTURES, load_local, planned
 
-from cvs_tui.core import offline
 from cvs_tui.core.events import StepEvent
 from cvs_tui.core.judge import node
 from cvs_tui.core.judge.finalize import finalize_run
@@ -22,6 +21,7 @@ from cvs_tui.core.judge.records import bounded_window
 from cvs_tui.core.judge.series import SERIES_CAP, curve_points, thin
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import RunRecord
+from cvs_tui.core.sources import offline
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 STALL_AT = 7_777

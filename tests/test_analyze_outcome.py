@@ -10,7 +10,7 @@ from _analysis_samples import FIXTURES, load_local, planned, synthetic_node
 from cvs_tui.core.events import ErrorHit, RunOutcome, Severity, StageEvent, StageState
 from cvs_tui.core.judge.finalize import finalize_run, stage_records, verdict_events
 from cvs_tui.core.judge.outcome import decide_outcome
-from cvs_tui.core.offline import analyze_paths
+from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.state import RunState
 
 KEY = "BS=2,PRECISION=BF16,SL=128"

@@ -16,8 +16,8 @@ from pathlib import Path
 from _analysis_samples import FIXTURES, load_local
 
 from cvs_tui.cli.main import main
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import RunRecord, load_results
+from cvs_tui.core.sources.offline import analyze_paths
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 

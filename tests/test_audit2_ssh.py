@@ -13,7 +13,7 @@ from _analysis_samples import load_local
 
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.plan import HOST_KEYS_OFF, build_plan
-from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
 
 def _options(t: SSHTransport) -> asyncssh.SSHClientConnectionOptions:

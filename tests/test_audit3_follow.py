@@ -21,10 +21,10 @@ from _analysis_samples import FIXTURES, write_config
 from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.follow import POLL_CHUNKS, FileFollower, StreamFollower, followers_for
-from cvs_tui.core.follow_run import FollowSession
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import load_results
+from cvs_tui.core.sources.follow import FollowSession
+from cvs_tui.core.sources.offline import analyze_paths
+from cvs_tui.core.watch.followers import POLL_CHUNKS, FileFollower, StreamFollower, followers_for
 
 RUN = "BS=2,PRECISION=BF16,SL=128"
 CLI = [sys.executable, "-m", "cvs_tui"]
@@ -303,9 +303,9 @@ def test_follow_dev_zero_on_the_cli_is_one_line(tmp_path: Path, capsys: pytest.C
 def test_attach_reads_events_a_piece_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """AT02 (L12): attach reads events.jsonl READ_CAP bytes at a time (it read the whole rest at once) and
     still yields every event, in order."""
-    from cvs_tui.core import attach
     from cvs_tui.core.bus import EventBus
     from cvs_tui.core.events import StageEvent, StageState, SuiteEndEvent
+    from cvs_tui.core.sources import attach
 
     out = tmp_path / "run"
     bus = EventBus(out / "events.jsonl")

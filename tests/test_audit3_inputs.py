@@ -22,8 +22,8 @@ from cvs_tui.core.errors import UserError
 from cvs_tui.core.inputfile import InputFileError, read_bytes_capped
 from cvs_tui.core.plan import build_plan, secret_values
 from cvs_tui.core.results import load_results
-from cvs_tui.core.runner.slurm import SlurmClient, SlurmError, parse_slurm_args
-from cvs_tui.core.runner.slurm_target import MAX_SLURM_NODES, node_addresses, requested_nodes
+from cvs_tui.core.runner.slurm.client import SlurmClient, SlurmError, parse_slurm_args
+from cvs_tui.core.runner.slurm.target import MAX_SLURM_NODES, node_addresses, requested_nodes
 
 
 @pytest.mark.parametrize(

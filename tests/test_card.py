@@ -16,8 +16,8 @@ from cvs_tui.core.card import build_card, card_to_yaml, load_card_source, valida
 from cvs_tui.core.card.schema import PERFORMANCE_DISCLAIMER, load_card_yaml
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import write_results
+from cvs_tui.core.sources.offline import analyze_paths
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _analysis_samples import FIXTURES
 
-from cvs_tui.core import offline
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.sources import offline
 
 LOGS = [FIXTURES / "twoproc_node0.log", FIXTURES / "twoproc_node1.log", FIXTURES / "single_20steps.log"]
 

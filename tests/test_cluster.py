@@ -148,7 +148,8 @@ def test_local_cluster_default() -> None:
 def test_node_dict_user_per_node_reaches_the_ssh_transport(tmp_path: Path, key: Path) -> None:
     """A node_dict entry's own `username` is the SSH login for that node; the others use the root one."""
     from cvs_tui.core.plan import PlannedNode
-    from cvs_tui.core.runner.transport import SSHTransport, transport_for
+    from cvs_tui.core.runner.nodes.connect import transport_for
+    from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
     data = {
         "username": "alice",

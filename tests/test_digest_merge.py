@@ -17,7 +17,6 @@ import pytest
 from _analysis_samples import load_local, plan_of, planned
 from test_analyze_big import KEY, _exact, _head
 
-from cvs_tui.core import offline
 from cvs_tui.core.card.facts import card_window
 from cvs_tui.core.compare.samples import run_samples
 from cvs_tui.core.judge import digest_merge, node, spill
@@ -31,6 +30,7 @@ from cvs_tui.core.report.charts import step_time_chart
 from cvs_tui.core.report.html import render_html
 from cvs_tui.core.report.markdown import render_markdown
 from cvs_tui.core.results import RunRecord, WindowRecord, step_ranges
+from cvs_tui.core.sources import offline
 
 STEPS = 300
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.follow import FileFollower, StreamFollower, followers_for
+from cvs_tui.core.watch.followers import FileFollower, StreamFollower, followers_for
 
 
 async def _gather(f: FileFollower | StreamFollower, out: list[bytes]) -> None:

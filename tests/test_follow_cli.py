@@ -24,8 +24,8 @@ from cvs_tui.cli.console import ConsoleView
 from cvs_tui.cli.main import main
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.events import NodeState, NodeStatusEvent, RunStartEvent
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.results import load_results
+from cvs_tui.core.sources.offline import analyze_paths
 
 RUN = "BS=2,PRECISION=BF16,SL=128"
 CLI = [sys.executable, "-m", "cvs_tui"]

@@ -20,12 +20,13 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.events import NodeState
 from cvs_tui.core.feed import EventFeed
-from cvs_tui.core.follow import FileFollower
-from cvs_tui.core.follow_run import FollowSession
-from cvs_tui.core.offline import analyze_paths, run_key_for
 from cvs_tui.core.results import load_results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.sources.follow import FollowSession
+from cvs_tui.core.sources.inputs import run_key_for
+from cvs_tui.core.sources.offline import analyze_paths
+from cvs_tui.core.watch.followers import FileFollower
+from cvs_tui.core.watch.options import RunOptions
 from cvs_tui.tui.app import CvsApp
 from cvs_tui.tui.screens.quit_dialog import QuitDialog
 from cvs_tui.tui.widgets.node_table import NodeTable

@@ -16,7 +16,7 @@ from cvs_tui.core.events import Severity
 from cvs_tui.core.health.incidents import IncidentGrouper
 from cvs_tui.core.health.kmsg import KernelLogFollower, KernelLogUnreadable, parse_probe, parse_record
 from cvs_tui.core.health.signatures import device_of, match_message
-from cvs_tui.core.runner.transport import LocalTransport
+from cvs_tui.core.runner.nodes.local import LocalTransport
 
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
 

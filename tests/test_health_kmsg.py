@@ -24,7 +24,7 @@ from cvs_tui.core.health.kmsg import (
     parse_probe,
     parse_record,
 )
-from cvs_tui.core.runner.transport import LocalTransport
+from cvs_tui.core.runner.nodes.local import LocalTransport
 
 
 def test_parse_record_and_continuation() -> None:

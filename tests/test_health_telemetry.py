@@ -22,7 +22,7 @@ from cvs_tui.core.health.telemetry import (
     parse_rocm_smi_json,
     sampling_interval,
 )
-from cvs_tui.core.runner.transport import LocalTransport
+from cvs_tui.core.runner.nodes.local import LocalTransport
 
 SMI = Path(__file__).parent / "fixtures" / "smi"
 

@@ -25,7 +25,6 @@ from _analysis_samples import FIXTURES, load_local, sample_results, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cvs_tui.core.attach import _FolderState, _read_events
 from cvs_tui.core.card.build import validate_card_text
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.loader import load_config
@@ -39,6 +38,7 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.parse.parser import parse_log_bytes
 from cvs_tui.core.results import load_results
+from cvs_tui.core.sources.attach import _FolderState, _read_events
 
 FAST = 40  # per target: 7 targets, 280 examples in every run
 NIGHTLY = int(os.environ.get("CVS_FUZZ_EXAMPLES", "15000"))

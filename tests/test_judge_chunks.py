@@ -18,7 +18,6 @@ from _analysis_samples import FIXTURES, load_local, planned
 from _judge_events import compute_metrics, digests
 from judge_cases import CASES
 
-from cvs_tui.core import offline
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge import digest_merge, spill
 from cvs_tui.core.judge.figures import WINDOW_COLUMNS
@@ -26,6 +25,7 @@ from cvs_tui.core.judge.finalize import run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.spill import ColumnFiles
+from cvs_tui.core.sources import offline
 
 # the CPU fixtures, and two TPU v6e logs whose steps the steady-state rule drops (impossible steps and
 # disturbed edges, judge.steady), which reads each chunk with its neighbours' records

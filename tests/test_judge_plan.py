@@ -11,8 +11,9 @@ from _analysis_samples import FIXTURES, load_local, plan_of
 
 from cvs_tui.core.judge.checkpoint import loss_agreement
 from cvs_tui.core.judge.format import format_number
-from cvs_tui.core.offline import analyze_paths, plan_for, read_plan
 from cvs_tui.core.plan import Plan
+from cvs_tui.core.sources.inputs import plan_for, read_plan
+from cvs_tui.core.sources.offline import analyze_paths
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 

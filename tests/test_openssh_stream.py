@@ -1,4 +1,4 @@
-"""Log streams through the OpenSSH client (core/runner/openssh.py) against the real test sshd nodes.
+"""Log streams through the OpenSSH client (core/runner/nodes/openssh.py) against the real test sshd nodes.
 
 What they hold: the ``ssh`` command says what the asyncssh connection says (port, user, only the given
 key, the same known_hosts with strict checking, the opt-out, one ssh_config), nothing else; a followed
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from _runner_infra import infra, infra_only, kill_ssh_connection, remove_scratch, scratch_dir, ssh
 
-from cvs_tui.core.runner.openssh import openssh_argv
-from cvs_tui.core.runner.tail import LogTailer
-from cvs_tui.core.runner.transport import SSHTransport
+from cvs_tui.core.runner.nodes.openssh import openssh_argv
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
+from cvs_tui.core.runner.nodes.tail import LogTailer
 
 
 def _lines(start: int, count: int) -> bytes:

@@ -12,8 +12,8 @@ from _analysis_samples import FIXTURES, load_local, synthetic_node
 
 from cvs_tui.core.events import RunOutcome
 from cvs_tui.core.judge.outcome import decide_outcome
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.parse.endings import read_ending, read_log_ending
+from cvs_tui.core.sources.offline import analyze_paths
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 TIME_LIMIT = "slurmstepd: error: *** STEP 7.0 ON gpu-3 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***"

@@ -10,8 +10,9 @@ import pytest
 
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.events import RunOutcome
-from cvs_tui.core.offline import analyze_paths, plan_for, resolve_log_inputs
-from cvs_tui.core.replay import replay_events
+from cvs_tui.core.sources.inputs import plan_for, resolve_log_inputs
+from cvs_tui.core.sources.offline import analyze_paths
+from cvs_tui.core.sources.replay import replay_events
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.app import CvsApp
 from cvs_tui.tui.screens.verdicts import VerdictsScreen

@@ -12,8 +12,8 @@ import pytest
 from _analysis_samples import FIXTURES, LOCAL_2PROC, write_config
 
 from cvs_tui.core.config.loader import load_config
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.report import write_reports
+from cvs_tui.core.sources.offline import analyze_paths
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]

@@ -14,11 +14,11 @@ from _analysis_samples import FIXTURES, write_config
 
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.judge.format import format_number
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.report.charts import loss_chart, resume_chart
 from cvs_tui.core.report.html import render_html
 from cvs_tui.core.report.view import WINDOW_NOTE, run_verdicts
 from cvs_tui.core.results import Results
+from cvs_tui.core.sources.offline import analyze_paths
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 NAN_KEY = "BS=4,PRECISION=BF16,SL=128"

@@ -10,7 +10,7 @@ import pytest
 from _runner_infra import infra, needs_infra, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.containers import (
+from cvs_tui.core.runner.nodes.containers import (
     ContainerError,
     ContainerSpec,
     DockerRuntime,
@@ -22,7 +22,8 @@ from cvs_tui.core.runner.containers import (
     host_config,
     runtime_for,
 )
-from cvs_tui.core.runner.transport import CommandTimeout, LocalTransport
+from cvs_tui.core.runner.nodes.local import LocalTransport
+from cvs_tui.core.transport import CommandTimeout
 
 # The upstream ROCm line, as far as this machine allows: --privileged and memlock=-1 need
 # CAP_SYS_RESOURCE, which the test machine lacks, so the real-container tests use these instead.

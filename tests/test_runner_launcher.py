@@ -19,14 +19,15 @@ import pytest
 from _runner_infra import infra, infra_only, live_pids_in_group, remove_scratch, scratch_dir, ssh
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.containers import (
+from cvs_tui.core.runner.nodes.containers import (
     ContainerRuntime,
     ContainerSpec,
     DockerRuntime,
     HostRuntime,
     container_name,
 )
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.local import LocalTransport
+from cvs_tui.core.runner.nodes.script import (
     RC_NO_TRAIN_SCRIPT,
     RC_SETUP_FAILED,
     LaunchSpec,
@@ -38,7 +39,7 @@ from cvs_tui.core.runner.launcher import (
     parse_exit_status,
     pid_file,
 )
-from cvs_tui.core.runner.transport import LocalTransport, Transport
+from cvs_tui.core.transport import Transport
 
 STEP = (
     "completed step: {i}, seconds: 0.{i}21, TFLOP/s/device: 101.{i}, Tokens/s/device: 2048.5, "

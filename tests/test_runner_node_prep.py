@@ -23,8 +23,8 @@ from _runner_infra import ENV_FILE, infra, needs_infra, ssh
 from suite_fixtures.helpers import SWEEP, cli, make_setup, remove_scratch_tree
 
 from cvs_tui.core.config.host_config import GpuMode
-from cvs_tui.core.runner.containers import ContainerSpec, DockerRuntime, container_name
-from cvs_tui.core.runner.node_prep import NodeDevices
+from cvs_tui.core.runner.nodes.containers import ContainerSpec, DockerRuntime, container_name
+from cvs_tui.core.runner.nodes.prep import NodeDevices
 
 pytestmark = needs_infra
 

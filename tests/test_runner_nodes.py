@@ -26,7 +26,7 @@ from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.plan import build_plan, new_run_id
 from cvs_tui.core.runner.launch import Job, launcher_for
-from cvs_tui.core.runner.nodes import NodeLauncher
+from cvs_tui.core.runner.nodes.launcher import NodeLauncher
 
 pytestmark = needs_infra
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from _runner_infra import infra_only, kill_ssh_connection, remove_scratch, scratch_dir, ssh
 
-from cvs_tui.core.runner.tail import LogTailer
-from cvs_tui.core.runner.transport import Backoff, ConnectError, LocalTransport, Transport
+from cvs_tui.core.runner.nodes.local import LocalTransport
+from cvs_tui.core.runner.nodes.tail import LogTailer
+from cvs_tui.core.transport import Backoff, ConnectError, Transport
 
 
 async def _write_lines(path: str, start: int, count: int, every: int = 20, pause: float = 0.005) -> None:

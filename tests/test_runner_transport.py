@@ -11,15 +11,9 @@ from pathlib import Path
 import pytest
 from _runner_infra import infra, kill_ssh_connection, needs_infra, remove_scratch, scratch_dir, ssh
 
-from cvs_tui.core.runner.transport import (
-    CommandError,
-    CommandTimeout,
-    ConnectError,
-    HostKeyError,
-    LocalTransport,
-    SSHTransport,
-    connect_all,
-)
+from cvs_tui.core.runner.nodes.local import LocalTransport
+from cvs_tui.core.runner.nodes.ssh import SSHTransport
+from cvs_tui.core.transport import CommandError, CommandTimeout, ConnectError, HostKeyError, connect_all
 
 HOSTILE = 'it\'s "q" $(touch /tmp/pwned-cvs) `id`; echo x\nline2 \\ $HOME'
 

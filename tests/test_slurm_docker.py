@@ -42,11 +42,11 @@ from suite_fixtures.helpers import BASE_CONFIG, SLUG, SWEEP, containers_of
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, build_plan, new_run_id
-from cvs_tui.core.runner import slurm_target as st
-from cvs_tui.core.runner.slurm import Allocation, release_allocation, request_allocation
-from cvs_tui.core.runner.slurm_docker import SlurmDockerLauncher
-from cvs_tui.core.runner.slurm_transport import Bridge, SlurmTransport, bridge_argv, probe_command
-from cvs_tui.core.runner.transport import CommandError, CommandTimeout, TransportError
+from cvs_tui.core.runner.slurm import target as st
+from cvs_tui.core.runner.slurm.client import Allocation, release_allocation, request_allocation
+from cvs_tui.core.runner.slurm.docker import SlurmDockerLauncher
+from cvs_tui.core.runner.slurm.transport import Bridge, SlurmTransport, bridge_argv, probe_command
+from cvs_tui.core.transport import CommandError, CommandTimeout, TransportError
 from tests._runner_infra import infra
 from tests._slurm_infra import needs_slurm, pids_matching, slurm
 

@@ -35,10 +35,10 @@ from _slurm_suite import (
     squeue_jobs,
 )
 
-from cvs_tui.core.runner import slurm_target as st
-from cvs_tui.core.runner.slurm import release_allocation, request_allocation
-from cvs_tui.core.runner.slurm_nodelocal import NodeLocalStep
-from cvs_tui.core.runner.slurm_stream import SRUN_MAX_MSG, LabelDemux
+from cvs_tui.core.runner.slurm import target as st
+from cvs_tui.core.runner.slurm.client import release_allocation, request_allocation
+from cvs_tui.core.runner.slurm.nodelocal import NodeLocalStep
+from cvs_tui.core.runner.slurm.stream import SRUN_MAX_MSG, LabelDemux
 from cvs_tui.core.runner.suite import Suite
 from tests._slurm_infra import needs_slurm, slurm, stepd_pid
 
@@ -103,7 +103,7 @@ def _expected(rank: int) -> bytes:
         + b"\n"
         + b"".join(f"rank {rank} line {i}\n".encode() for i in range(1, 13))
         + b"\n"
-        # the last line had no newline: srun gives it one (see slurm_stream); cvs-tui's launcher always
+        # the last line had no newline: srun gives it one (see slurm.stream); cvs-tui's launcher always
         # ends a log it finishes with a whole EXIT_CODE line
         + f"tail {rank}\n".encode()
     )

@@ -9,7 +9,7 @@ import pytest
 
 from cvs_tui.cli.main import main
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.slurm_target import requested_nodes, slurm_args_or_none
+from cvs_tui.core.runner.slurm.target import requested_nodes, slurm_args_or_none
 
 TWOPROC = (
     Path(__file__).resolve().parents[1] / "configs/local/cpu_jaxmaxtext_tiny-llama_2proc_distributed.json"

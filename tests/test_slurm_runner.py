@@ -27,21 +27,18 @@ from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import build_plan
-from cvs_tui.core.runner.launcher import LaunchSpec, exit_code_from_log_tail
-from cvs_tui.core.runner.slurm import (
+from cvs_tui.core.runner.nodes.script import LaunchSpec, exit_code_from_log_tail
+from cvs_tui.core.runner.slurm.client import (
     Allocation,
     SlurmClient,
     SlurmError,
-    SlurmJob,
-    SlurmLauncher,
-    SlurmStep,
     allocation_from_env,
     parse_slurm_args,
     release_allocation,
     request_allocation,
-    side_command,
-    task_script,
 )
+from cvs_tui.core.runner.slurm.launcher import SlurmJob, SlurmLauncher
+from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, task_script
 from tests._slurm_infra import needs_slurm, pids_matching, slurm, stepd_pid
 
 TRAINER = r"""

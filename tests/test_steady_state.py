@@ -25,7 +25,7 @@ from cvs_tui.core.judge.steady import (
     window_drops,
     window_drops_chunked,
 )
-from cvs_tui.core.offline import parse_log_file
+from cvs_tui.core.sources.offline import parse_log_file
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "async_dispatch"
 KEY = "BS=2,PRECISION=BF16,SL=128"

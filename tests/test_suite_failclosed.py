@@ -33,7 +33,7 @@ from cvs_tui.core.events import StageState
 from cvs_tui.core.parse.records import RECORD_CAP
 from cvs_tui.core.results import Results, RunRecord, VerdictRecord, WindowRecord
 from cvs_tui.core.runner.execute import RankLog, RunExecution
-from cvs_tui.core.runner.launcher import kill_group_command, pid_file
+from cvs_tui.core.runner.nodes.script import kill_group_command, pid_file
 from cvs_tui.core.runner.stages.base import Stage, StageContext
 
 CLEAN = "header\nsteps 0 8\nexit 0\n"

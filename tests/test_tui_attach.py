@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tui.core.attach import follow_run_folder
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import (
     CheckpointAction,
@@ -37,6 +36,7 @@ from cvs_tui.core.events import (
 )
 from cvs_tui.core.feed import EventFeed
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.sources.attach import follow_run_folder
 
 SAMPLES = [
     StageEvent("smoke", StageState.RUNNING, "", 1.5),
@@ -129,7 +129,7 @@ async def test_no_follow_reads_what_is_there_and_stops(tmp_path: Path) -> None:
 
 
 async def test_long_log_is_joined_near_its_end_with_true_line_numbers(tmp_path: Path, monkeypatch) -> None:
-    import cvs_tui.core.attach as src
+    import cvs_tui.core.sources.attach as src
 
     monkeypatch.setattr(src, "TAIL_START_BYTES", 1000)
     (tmp_path / "logs" / "R").mkdir(parents=True)

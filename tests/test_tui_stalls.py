@@ -15,9 +15,9 @@ from _analysis_samples import FIXTURES, load_local
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.events import RunEvent, StallsEvent
 from cvs_tui.core.judge.finalize import stall_events
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.plan import build_plan
-from cvs_tui.core.replay import replay_events
+from cvs_tui.core.sources.offline import analyze_paths
+from cvs_tui.core.sources.replay import replay_events
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.widgets.loss_plot import loss_plot_text
 from cvs_tui.tui.widgets.node_table import stalls_cell

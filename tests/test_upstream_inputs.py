@@ -21,9 +21,9 @@ from cvs_tui.core.config.host_config import (
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import build_plan
-from cvs_tui.core.runner.launcher import LaunchSpec, build_launcher
-from cvs_tui.core.runner.node_prep import auth_from_docker_config, parse_device_probe, qualified
-from cvs_tui.core.runner.transport import expanding_quote
+from cvs_tui.core.runner.nodes.prep import auth_from_docker_config, parse_device_probe, qualified
+from cvs_tui.core.runner.nodes.script import LaunchSpec, build_launcher
+from cvs_tui.core.transport import expanding_quote
 
 CORPUS = Path(__file__).parent / "fixtures" / "upstream"
 SINGLE = sorted(p for p in CORPUS.glob("mi*_single.json") if "old_layout" not in p.name)

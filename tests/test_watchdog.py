@@ -9,8 +9,8 @@ clean end.
 from __future__ import annotations
 
 from cvs_tui.core.events import RunOutcome, StepEvent, StepKind
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.watchdog import (
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.watchdog import (
     NodeWatch,
     Verdict,
     decide,

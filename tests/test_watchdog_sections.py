@@ -14,10 +14,10 @@ import pytest
 
 from cvs_tui.core.events import RunOutcome
 from cvs_tui.core.parse import NodeLogParser
-from cvs_tui.core.runner.ingest import RankLog, feed_rank
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.sections import Section, line_section
-from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
+from cvs_tui.core.watch.ingest import RankLog, feed_rank
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.sections import Section, line_section
+from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide
 
 TICK = 0.25  # the live watchdog's look interval (execute.TICK_S)
 STEP_S = 0.25

@@ -10,9 +10,9 @@ from pathlib import Path
 from world.check import WORLD
 from world.judging import load_planned
 
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.report.html import render_html
 from cvs_tui.core.report.markdown import render_markdown
+from cvs_tui.core.sources.offline import analyze_paths
 
 RANK15 = WORLD / "maxtext" / "mi300x-16n-llama2-70b-rank15-ckpt-barrier-2025.log"
 GPT3 = WORLD / "maxtext" / "a3-h100-gpt3-22b-2024.log"

@@ -29,13 +29,13 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.follow import STDIN, Follower, followers_for
-from cvs_tui.core.follow_run import FollowSession
-from cvs_tui.core.offline import run_key_for
 from cvs_tui.core.plan import Plan, build_plan
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.sources.follow import FollowSession
+from cvs_tui.core.sources.inputs import run_key_for
+from cvs_tui.core.watch.followers import STDIN, Follower, followers_for
+from cvs_tui.core.watch.options import RunOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -74,7 +74,7 @@ def load_target(
     """Cluster first (it names the `{user-id}`), then the config, then the plan. Raises UserError.
 
     With ``--slurm`` and ``allocate`` (a run), an allocation is requested when cvs-tui is not inside
-    one; the caller releases it (``slurm_target.release_owned``). Without ``allocate`` (plan) nothing
+    one; the caller releases it (``slurm.target.release_owned``). Without ``allocate`` (plan) nothing
     is requested: the plan shows the request and the rank map."""
     from cvs_tui.core.config.loader import load_config
     from cvs_tui.core.plan import build_plan, new_run_id
@@ -111,8 +111,8 @@ def _load_slurm_target(
     from cvs_tui.core.cluster import os_user
     from cvs_tui.core.config.loader import load_config
     from cvs_tui.core.plan import build_plan, new_run_id
-    from cvs_tui.core.runner import slurm_target as st
-    from cvs_tui.core.runner.slurm import SlurmClient, release_allocation
+    from cvs_tui.core.runner.slurm import target as st
+    from cvs_tui.core.runner.slurm.client import SlurmClient, release_allocation
 
     salloc_args = st.slurm_args_or_none(args.slurm_args, os.environ)
     files = getattr(args, "slurm_files", None) or "auto"

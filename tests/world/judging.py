@@ -12,9 +12,10 @@ from typing import Any
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.config.thresholds import GATED_METRICS
-from cvs_tui.core.offline import analyze_paths, planned_run
 from cvs_tui.core.plan import PlannedRun, build_plan
 from cvs_tui.core.results import RunRecord
+from cvs_tui.core.sources.inputs import planned_run
+from cvs_tui.core.sources.offline import analyze_paths
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_SINGLE = REPO / "configs/local/cpu_jaxmaxtext_tiny-llama_single.json"

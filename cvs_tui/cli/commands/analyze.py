@@ -30,13 +30,14 @@ from cvs_tui.core.atomic import FILE_MODE, write_atomic
 from cvs_tui.core.config.loader import LoadedConfig, load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.history.trend import Trend
-from cvs_tui.core.offline import analyze_paths, plan_for
 from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import REPORT_FILES, write_reports
 from cvs_tui.core.results import Results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner.options import RunOptions
+from cvs_tui.core.sources.inputs import plan_for
+from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.textsafe import register_secrets, sanitize_text
+from cvs_tui.core.watch.options import RunOptions
 
 DEFAULT_OUT_ROOT = Path("runs")
 ERROR_LOG = "error.log"  # as a live run names its own traceback (runner/suite.py)
@@ -231,8 +232,8 @@ def _show(
     loaded: LoadedConfig, plan: Plan, results: Results, args: argparse.Namespace, paths: dict[str, Path]
 ) -> None:
     """The finished run in the same screens a live run uses."""
-    from cvs_tui.core.offline import resolve_log_inputs
-    from cvs_tui.core.replay import replay_events
+    from cvs_tui.core.sources.inputs import resolve_log_inputs
+    from cvs_tui.core.sources.replay import replay_events
     from cvs_tui.tui.app import run_tui
 
     events = replay_events(

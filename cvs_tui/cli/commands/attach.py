@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from cvs_tui.cli.metrics import add_metrics_options, start_metrics
-from cvs_tui.core.attach import FollowStats, follow_run_folder
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.sources.attach import FollowStats, follow_run_folder
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if plan.slurm is None:
         return _run(args, loaded, cluster, plan)
     # an allocation cvs-tui requested is released on every way out (the suite's teardown does it too)
-    from cvs_tui.core.runner.slurm import SlurmClient
-    from cvs_tui.core.runner.slurm_target import release_owned
+    from cvs_tui.core.runner.slurm.client import SlurmClient
+    from cvs_tui.core.runner.slurm.target import release_owned
 
     try:
         return _run(args, loaded, cluster, plan)

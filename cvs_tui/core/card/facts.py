@@ -19,10 +19,10 @@ from cvs_tui.core.card.schema import (
 from cvs_tui.core.cluster import local_cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.offline import read_plan
 from cvs_tui.core.plan import Plan, build_plan, precision_of
 from cvs_tui.core.results import Results, RunRecord, load_results
 from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.sources.inputs import read_plan
 
 _METRIC_NAMES = {
     "tflops_per_sec_per_gpu": "training.tflops_per_sec_per_gpu",

@@ -64,7 +64,8 @@ def load_input(path: str, *, config: str | None, side: str, run_key: str | None 
             "logs add --config CONFIG (the config the run used)"
         )
     from cvs_tui.core.config.loader import load_config
-    from cvs_tui.core.offline import analyze_paths, plan_for
+    from cvs_tui.core.sources.inputs import plan_for
+    from cvs_tui.core.sources.offline import analyze_paths
 
     plan = plan_for(load_config(config), [p])
     results = analyze_paths(plan, [p], run_key)

@@ -18,8 +18,8 @@ from prometheus_client.registry import Collector
 from cvs_tui.core.events import NodeState, Severity
 from cvs_tui.core.export.live import LiveRun
 from cvs_tui.core.export.series import SERIES, VERDICT_STATUSES
-from cvs_tui.core.runner.watchdog import p95
 from cvs_tui.core.state import RunView
+from cvs_tui.core.watch.watchdog import p95
 
 GOODPUT_METRIC = "training.goodput_pct"
 RATE_STEPS = 16  # latest step times the steps-per-second figure is the median of

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from cvs_tui.core.results import HostPoint
-from cvs_tui.core.runner.transport import Transport, TransportError
+from cvs_tui.core.transport import Transport, TransportError
 
 _CG_FIND = (
     'cg=$(grep -E "^[0-9]+:([^:]*,)?cpu(,[^:]*)?:|^0::" /proc/$pg/cgroup 2>/dev/null '

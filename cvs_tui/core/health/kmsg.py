@@ -42,7 +42,7 @@ from cvs_tui.core.events import Severity
 from cvs_tui.core.health.incidents import IncidentGrouper
 from cvs_tui.core.health.model import HealthFinding, NodeHealth
 from cvs_tui.core.health.signatures import SIGNATURES, Signature, match_message
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.transport import (
     Backoff,
     CommandError,
     CommandTimeout,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvs_tui.core.events import GpuSample, GpuTelemetryEvent
-from cvs_tui.core.runner.transport import Transport, TransportError
+from cvs_tui.core.transport import Transport, TransportError
 
 DEFAULT_INTERVAL_S = 5.0
 TOOLS: tuple[str, ...] = ("amd-smi", "rocm-smi", "nvidia-smi")

@@ -1,8 +1,8 @@
 """From a planned run's judged metrics to its RunRecord and verdicts, and the live run's entry to the judge.
 
 A live run calls :func:`judge_tables` with the step table each rank's collector filled; ``cvs-tui
-analyze`` (:mod:`cvs_tui.core.offline`) fills the same tables from logs on disk. Both go through the one
-node judge (:func:`~cvs_tui.core.judge.node.judge_node`) and the one run judge
+analyze`` (:mod:`cvs_tui.core.sources.offline`) fills the same tables from logs on disk. Both go through
+the one node judge (:func:`~cvs_tui.core.judge.node.judge_node`) and the one run judge
 (:func:`~cvs_tui.core.judge.run.judge_run`) against a :class:`~cvs_tui.core.plan.PlannedRun`, whose
 ``judge`` spec holds everything besides the logs, so a re-judged run and a live run agree.
 :func:`finalize_run` does the same for events held in memory.

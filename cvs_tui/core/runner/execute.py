@@ -48,8 +48,10 @@ from cvs_tui.core.parse.endings import read_ending
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import NodeHealthRecord, RunRecord
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner import judging
-from cvs_tui.core.runner.ingest import (
+from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
+from cvs_tui.core.runner.nodes.script import pid_file
+from cvs_tui.core.watch import judging
+from cvs_tui.core.watch.ingest import (
     WARNINGS_KEPT,
     RankLog,
     append_bytes,
@@ -57,10 +59,8 @@ from cvs_tui.core.runner.ingest import (
     finish_rank,
     split_lines,
 )
-from cvs_tui.core.runner.launch import Job, Launcher, LaunchFailed, NodeLost
-from cvs_tui.core.runner.launcher import pid_file
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.watchdog import NodeWatch, Verdict, decide
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide
 
 _EXIT_HINT = re.compile(r"(?<!\S)EXIT_CODE=-?\d+\s*$")  # a hint to read <log>.exit now, never the status
 TICK_S = 0.25  # how often the watchdog looks

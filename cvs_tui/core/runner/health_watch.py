@@ -41,7 +41,7 @@ from cvs_tui.core.results import (
     NodeHealthRecord,
     TelemetryPoint,
 )
-from cvs_tui.core.runner.transport import Transport
+from cvs_tui.core.transport import Transport
 
 log = logging.getLogger(__name__)
 MAX_POINTS = 720  # telemetry points kept per node for the report (an hour at 5 s)

@@ -3,11 +3,11 @@
 The suite (stages, watchdog, parsing, judging) talks only to a :class:`Launcher`. A launcher prepares the
 nodes, starts one planned run on every rank (a :class:`Job` with per-rank log streams and exit statuses),
 runs side commands on a node, and tears down what it started. Launchers never decide outcomes: the
-watchdog (:mod:`cvs_tui.core.runner.watchdog`) does.
+watchdog (:mod:`cvs_tui.core.watch.watchdog`) does.
 
 A launcher is found by name through :data:`LAUNCHERS` ("module:Class", imported when chosen), the
 torchx scheduler-registry pattern: a new launcher is one module plus one line here. Every launcher
-writes its per-rank launcher script with :mod:`cvs_tui.core.runner.launcher` (environment, own process
+writes its per-rank launcher script with :mod:`cvs_tui.core.runner.nodes.script` (environment, own process
 group, the real exit status as the last log line ``EXIT_CODE=N`` and in ``<log>.exit``).
 
 This module imports nothing heavy (no SSH, no Docker): the stage modules and ``build_plan`` reach it.
@@ -23,8 +23,8 @@ from cvs_tui.core.errors import UserError
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import Plan, PlannedRun
-    from cvs_tui.core.runner.options import RunOptions
-    from cvs_tui.core.runner.transport import CommandResult
+    from cvs_tui.core.transport import CommandResult
+    from cvs_tui.core.watch.options import RunOptions
 
 
 class NodeLost(Exception):
@@ -119,8 +119,8 @@ class LauncherClass(Protocol):
 
 # name -> "module:Class"; imported only when a plan asks for it.
 LAUNCHERS: dict[str, str] = {
-    "nodes": "cvs_tui.core.runner.nodes:NodeLauncher",
-    "slurm": "cvs_tui.core.runner.slurm:from_plan",  # a factory: the plan carries the allocation
+    "nodes": "cvs_tui.core.runner.nodes.launcher:NodeLauncher",
+    "slurm": "cvs_tui.core.runner.slurm.launcher:from_plan",  # a factory: the plan carries the allocation
 }
 
 

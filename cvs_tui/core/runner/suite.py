@@ -38,15 +38,15 @@ from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.report import REPORT_FILES
 from cvs_tui.core.results import Results, RunRecord, load_results, write_results
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner import judging
 from cvs_tui.core.runner.execute import RunExecution
 from cvs_tui.core.runner.health_watch import HealthMonitor
 from cvs_tui.core.runner.launch import Launcher, launcher_for
-from cvs_tui.core.runner.options import RunOptions
 from cvs_tui.core.runner.stages import registered
 from cvs_tui.core.runner.stages.base import Stage
-from cvs_tui.core.runner.watchdog import Verdict
 from cvs_tui.core.state import RunState
+from cvs_tui.core.watch import judging
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.watchdog import Verdict
 
 __all__ = ["RunOptions", "Suite"]
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cvs_tui.core.runner.execute import RunExecution
     from cvs_tui.core.runner.health_watch import HealthMonitor
     from cvs_tui.core.runner.launch import Launcher
-    from cvs_tui.core.runner.options import RunOptions
+    from cvs_tui.core.watch.options import RunOptions
 
 
 class StageContext(Protocol):

@@ -12,7 +12,7 @@ from cvs_tui.core.events import StageState
 from cvs_tui.core.runner.stages.base import Stage, StageContext
 
 if TYPE_CHECKING:
-    from cvs_tui.core.runner.transport import Transport
+    from cvs_tui.core.transport import Transport
 
 
 @runtime_checkable

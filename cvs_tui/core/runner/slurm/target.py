@@ -8,7 +8,7 @@ at the end, also on failure and Ctrl-C (:func:`release_owned`).
 
 Containers: with the ``host`` runtime the trainer runs in the job step; with ``docker`` it runs in a
 container on each node, as over SSH, every node reached through ``srun --overlap`` side steps and its
-Docker socket through a side step that bridges it (:mod:`.slurm_docker`). pyxis/enroot is not available
+Docker socket through a side step that bridges it (:mod:`.docker`). pyxis/enroot is not available
 here (see docs/config-format.md, "Containers under Slurm", for the proposed config shape).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from cvs_tui.core.cluster import Cluster, Node, os_user
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, PlannedSlurm, PlannedStage, SlurmFiles
-from cvs_tui.core.runner.slurm import (
+from cvs_tui.core.runner.slurm.client import (
     Allocation,
     SlurmClient,
     SlurmError,
@@ -30,7 +30,7 @@ from cvs_tui.core.runner.slurm import (
     release_allocation,
     request_allocation,
 )
-from cvs_tui.core.runner.transport import CommandTimeout
+from cvs_tui.core.transport import CommandTimeout
 
 _NODES_FLAG = re.compile(r"^(?:-N|--nodes)(?:=?(.*))$")
 _COUNT = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit takes `２` and `²`

@@ -23,7 +23,7 @@ from typing import Any
 import aiodocker
 
 from cvs_tui.core.config.host_config import RegistryAuth, Vendor
-from cvs_tui.core.runner.transport import Transport, TransportError
+from cvs_tui.core.transport import Transport, TransportError
 
 ProgressFn = Callable[[str], None]
 DOCKER_HUB = "docker.io"

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.transport import expanding_quote
+from cvs_tui.core.transport import expanding_quote
 
 MODULE_PREFIX = "module:"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -81,7 +81,10 @@ def _q(v: str) -> str:
 
 
 def build_launcher(spec: LaunchSpec) -> str:
-    """The launcher script text (bash; also valid for busybox ash). Raises UserError on bad names."""
+    """The launcher script text (bash; also valid for busybox ash). Raises UserError on bad names.
+
+    Longer than usual: one script template, read top to bottom in the order the node runs it.
+    """
     names = [*spec.pre_env, *spec.env, *spec.post_env]
     problems = [
         f"env: {k!r} is not a valid environment variable name" for k in names if not _ENV_NAME.match(k)

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from cvs_tui.core.events import NodeState, RunOutcome, StepEvent, StepKind
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.sections import Section
 from cvs_tui.core.textsafe import mask_secrets, sanitize_text
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.sections import Section
 
 WARMUP_STEPS = 3  # the first train steps' times (compile, caches) are not step times
 P95_WINDOW = 200  # the p95 is taken over this many latest step times

@@ -12,7 +12,7 @@ ran, so no ``.exit`` file will ever say it.
 
 Logs: the launcher writes the rank's log on the node as always; the task copies it to its stdout
 (``tail -f --pid``, immune to the step's TERM, so the lines written after a stop still come) and srun
-(``-l``, labelled, line-buffered; no ``-u``) merges them. :mod:`.slurm_stream` splits that back into
+(``-l``, labelled, line-buffered; no ``-u``) merges them. :mod:`.stream` splits that back into
 one byte stream per rank for :meth:`NodeLocalJob.follow`. At the end each rank's node log is compared
 (size, SHA-256) with what came through, through a side command; bytes srun never delivered (a lost
 step daemon) are read from the node there when the rest matches, any other difference is a problem line.
@@ -39,20 +39,22 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.script import (
     RC_SETUP_FAILED,
     LaunchSpec,
     build_launcher,
     parse_exit_status,
     read_exit_command,
 )
-from cvs_tui.core.runner.slurm import SlurmError, SlurmJob, SlurmStep, side_command, step_argv, task_script
-from cvs_tui.core.runner.slurm_stream import LabelDemux
-from cvs_tui.core.runner.transport import CommandTimeout
+from cvs_tui.core.runner.slurm.client import SlurmError
+from cvs_tui.core.runner.slurm.launcher import SlurmJob
+from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, step_argv, task_script
+from cvs_tui.core.runner.slurm.stream import LabelDemux
+from cvs_tui.core.transport import CommandTimeout
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import PlannedRun
-    from cvs_tui.core.runner.slurm import SlurmLauncher
+    from cvs_tui.core.runner.slurm.launcher import SlurmLauncher
 
 # The task's first words (argv): read the bundle from stdin, then run it. Small and fixed, so no rank
 # count can make it pass MAX_ARG_STRLEN.

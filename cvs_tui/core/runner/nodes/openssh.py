@@ -29,10 +29,10 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.runner.transport import CommandTimeout, ConnectionLostError
+from cvs_tui.core.transport import CommandTimeout, ConnectionLostError
 
 if TYPE_CHECKING:
-    from cvs_tui.core.runner.transport import SSHTransport
+    from cvs_tui.core.runner.nodes.ssh import SSHTransport
 
 log = logging.getLogger(__name__)
 

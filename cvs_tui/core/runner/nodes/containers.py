@@ -47,7 +47,8 @@ from cvs_tui.core.config.host_config import parse_devices as parse_devices
 from cvs_tui.core.config.host_config import parse_size as parse_size
 from cvs_tui.core.config.host_config import parse_ulimits as parse_ulimits
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.runner.node_prep import (
+from cvs_tui.core.runner.nodes.local import LocalTransport
+from cvs_tui.core.runner.nodes.prep import (
     ImageError,
     NodeDevices,
     ProgressFn,
@@ -56,13 +57,7 @@ from cvs_tui.core.runner.node_prep import (
     pull_image,
     registry_credentials,
 )
-from cvs_tui.core.runner.transport import (
-    CommandResult,
-    CommandTimeout,
-    LocalTransport,
-    Transport,
-    TransportError,
-)
+from cvs_tui.core.transport import CommandResult, CommandTimeout, Transport, TransportError
 
 DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
 

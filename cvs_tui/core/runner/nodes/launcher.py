@@ -1,10 +1,10 @@
 """The "nodes" launcher: every rank on its own node over SSH (or locally), in Docker or on the host.
 
-Each node gets one reused connection (:mod:`.transport`) and a container runtime (:mod:`.containers`:
-a Docker container reached through the node's forwarded socket, or the node itself). A run writes a
-launcher script per rank (:mod:`.launcher`), starts it detached where the trainer runs, and follows
-``node<rank>.log`` on that node with one :class:`~.tail.LogTailer` each. Stopping runs the process-group
-kill where the trainer runs. Nodes whose Docker API is one daemon share one container.
+Each node gets one reused connection (:mod:`.ssh`; :mod:`.local`) and a container runtime
+(:mod:`.containers`: a Docker container reached through the node's forwarded socket, or the node
+itself). A run writes a launcher script per rank (:mod:`.script`), starts it detached where the trainer
+runs, and follows ``node<rank>.log`` on that node with one :class:`~.tail.LogTailer` each. Stopping
+runs the process-group kill where the trainer runs. Nodes whose Docker API is one daemon share one container.
 
 Every rank's trainer carries a nonce in its environment (``CVS_TUI_JOB``, kept in memory here): the stop
 finds the trainer's processes by it (also children that left the group with setsid), and teardown checks
@@ -24,9 +24,10 @@ from typing import ClassVar, Literal
 from cvs_tui.core.config.host_config import gpu_mode
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan import Plan, PlannedRun
-from cvs_tui.core.runner.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
 from cvs_tui.core.runner.launch import LaunchFailed, NodeLost
-from cvs_tui.core.runner.launcher import (
+from cvs_tui.core.runner.nodes.connect import transport_for
+from cvs_tui.core.runner.nodes.containers import ContainerRuntime, ContainerSpec, DockerRuntime, runtime_for
+from cvs_tui.core.runner.nodes.script import (
     ENVIRON_HAS,
     JOB_TOKEN_ENV,
     LaunchSpec,
@@ -38,15 +39,9 @@ from cvs_tui.core.runner.launcher import (
     read_exit_command,
     scan_command,
 )
-from cvs_tui.core.runner.options import MIN_FREE_BYTES, RunOptions
-from cvs_tui.core.runner.tail import LogTailer, coalesce_for
-from cvs_tui.core.runner.transport import (
-    CommandResult,
-    Transport,
-    TransportError,
-    connect_all,
-    transport_for,
-)
+from cvs_tui.core.runner.nodes.tail import LogTailer, coalesce_for
+from cvs_tui.core.transport import CommandResult, Transport, TransportError, connect_all
+from cvs_tui.core.watch.options import MIN_FREE_BYTES, RunOptions
 
 DOCKER_SOCKET_ARG = "docker_socket"  # container.runtime.args key: the nodes' Docker socket path
 

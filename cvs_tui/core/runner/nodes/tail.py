@@ -36,7 +36,7 @@ import shlex
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.transport import (
     Backoff,
     CommandError,
     ConnectError,

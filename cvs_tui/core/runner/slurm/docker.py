@@ -3,7 +3,7 @@
 Under ``--slurm`` with ``container.runtime.name: docker`` each rank's trainer runs in a Docker container
 on its Slurm node, exactly as over SSH (:class:`~.nodes.NodeLauncher`: image, container, per-rank
 launcher scripts, logs, stopping, the leftover check). Only the way to the node differs: a
-:class:`~.slurm_transport.SlurmTransport` per node, inside the allocation (requested with
+:class:`~.transport.SlurmTransport` per node, inside the allocation (requested with
 ``--slurm-args`` or the one cvs-tui runs in), so no SSH to compute nodes is needed; the Docker API is
 reached through a side step that bridges the node's Docker socket. Teardown removes the containers,
 cancels every side step, then releases an allocation cvs-tui requested (also on failure and Ctrl-C).
@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from cvs_tui.core.plan import Plan
-from cvs_tui.core.runner.nodes import NodeLauncher
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.slurm import Allocation, SlurmClient, release_allocation
-from cvs_tui.core.runner.slurm_transport import SlurmTransport
-from cvs_tui.core.runner.transport import Transport
+from cvs_tui.core.runner.nodes.launcher import NodeLauncher
+from cvs_tui.core.runner.slurm.client import Allocation, SlurmClient, release_allocation
+from cvs_tui.core.runner.slurm.transport import SlurmTransport
+from cvs_tui.core.transport import Transport
+from cvs_tui.core.watch.options import RunOptions
 
 
 class SlurmDockerLauncher(NodeLauncher):

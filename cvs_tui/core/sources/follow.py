@@ -1,14 +1,15 @@
 """Follow mode: a run cvs-tui did not launch, watched from its growing logs and judged as `analyze` does.
 
 For schedulers cvs-tui cannot drive (Kubernetes/XPK), each node's log is followed by one
-:class:`~cvs_tui.core.follow.Follower` (a growing file, or stdin). Every chunk is copied byte for byte
-into the run folder (``logs/<slug>/node<rank>.log``, so `attach` and a later `analyze` of the folder
-work) and goes through the live run's per-rank ingestion (:func:`~cvs_tui.core.runner.ingest.feed_rank`):
+:class:`~cvs_tui.core.watch.followers.Follower` (a growing file, or stdin). Every chunk is copied byte
+for byte into the run folder (``logs/<slug>/node<rank>.log``, so `attach` and a later `analyze` of the folder
+work) and goes through the live run's per-rank ingestion (:func:`~cvs_tui.core.watch.ingest.feed_rank`):
 the same raw lines, parsed events and node states a live run publishes. Nothing was launched, so
 nothing is stopped: a node past the watchdog's no-progress limit is shown as ``stalled`` ("no progress
 for N s") and goes back to ``training`` at its next step. When every stream has ended (EOF) or
-:meth:`FollowSession.stop` is called, the copies are judged by :func:`~cvs_tui.core.offline.analyze_paths`
-(exactly `analyze` of those logs) and results.json and the reports are written into the run folder.
+:meth:`FollowSession.stop` is called, the copies are judged by
+:func:`~cvs_tui.core.sources.offline.analyze_paths` (exactly `analyze` of those logs) and results.json and
+the reports are written into the run folder.
 """
 
 from __future__ import annotations
@@ -32,18 +33,18 @@ from cvs_tui.core.events import (
     StageState,
     SuiteEndEvent,
 )
-from cvs_tui.core.follow import Follower
 from cvs_tui.core.judge.finalize import stall_events, verdict_events
-from cvs_tui.core.offline import analyze_paths
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.dialects import is_exit_line
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.report import write_reports
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.run_folder import RunFolder
-from cvs_tui.core.runner.ingest import RankLog, feed_rank, finish_rank
-from cvs_tui.core.runner.options import RunOptions
-from cvs_tui.core.runner.watchdog import NodeWatch, find_hang
+from cvs_tui.core.sources.offline import analyze_paths
+from cvs_tui.core.watch.followers import Follower
+from cvs_tui.core.watch.ingest import RankLog, feed_rank, finish_rank
+from cvs_tui.core.watch.options import RunOptions
+from cvs_tui.core.watch.watchdog import NodeWatch, find_hang
 
 TICK_S = 0.25  # how often stalls are looked for
 STALL_UPDATE_S = 5.0  # a stalled node's "no progress for N s" is republished this often

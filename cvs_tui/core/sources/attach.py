@@ -3,7 +3,7 @@
 This is how ``cvs-tui attach`` follows a run another process is executing: it only reads the folder
 (never writes, never signals), so opening and closing a view cannot disturb the run. Where each file is,
 and what a malformed plan.json means, is :class:`~cvs_tui.core.run_folder.RunFolder`'s business. A source
-beside :mod:`cvs_tui.core.replay` (a finished run) and the live bus.
+beside :mod:`cvs_tui.core.sources.replay` (a finished run) and the live bus.
 """
 
 from __future__ import annotations

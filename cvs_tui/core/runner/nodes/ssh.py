@@ -1,24 +1,10 @@
-"""How commands reach a node: a local shell (asyncio subprocesses) or one reused SSH connection (asyncssh).
+"""The SSH transport: one node over one reused asyncssh connection.
 
-Both transports offer the same small surface, so everything above them (containers, launcher, tailing,
-the stage pipeline) is written once:
-
-* ``run(cmd, timeout)`` -> :class:`CommandResult` ``(rc, out, err)``; a timeout kills the command and
-  raises :class:`CommandTimeout`.
-* ``write_file(path, data, mode)`` (atomic: temp file + rename) and ``read_file(path, offset, length)``
-  (seeks to ``offset``: the cost does not grow with the file's size).
-* ``start_process(cmd)`` -> :class:`NodeProcess` (read stdout as bytes, wait, terminate),
-  ``start_follow(cmd)`` (the same, for a log follower that lives as long as the run: over SSH through
-  the OpenSSH client where it can, see :mod:`.openssh`) and ``stream(cmd)`` (an async iterator of
-  stdout byte chunks).
-* ``forward_unix_socket(remote_path)`` -> a local socket path reaching ``remote_path`` on the node
-  (the node's Docker socket, for aiodocker).
-
-Commands are shell command lines; every value the caller puts in one must go through ``shlex.quote``.
-SSH: key auth, ``~/.ssh/config`` host aliases (asyncssh reads it), known_hosts verification on unless
+Key auth, ``~/.ssh/config`` host aliases (asyncssh reads it), known_hosts verification on unless
 ``verify_host_keys=False`` is passed explicitly, connect and command timeouts, keepalives, at most
 ``max_channels`` concurrent channels (OpenSSH allows 10 sessions per connection by default), and a
-reconnect with exponential backoff after the connection is lost.
+reconnect with exponential backoff after the connection is lost. Log followers go through the OpenSSH
+client where they can (:mod:`.openssh`).
 """
 
 from __future__ import annotations
@@ -29,363 +15,37 @@ import hashlib
 import logging
 import os
 import re
-import shlex
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any
 
 import asyncssh
 
-# Remote helper exit statuses that mean "no such file" (chosen outside the range tail/head use).
-_RC_NO_FILE = 44
-_READ_CHUNK = 65536
+from cvs_tui.core.transport import (
+    READ_CHUNK,
+    Backoff,
+    CommandError,
+    CommandResult,
+    CommandTimeout,
+    ConnectError,
+    ConnectionLostError,
+    HostKeyError,
+    NodeProcess,
+    TransportError,
+    decode_output,
+    export_prefix,
+    read_command,
+    read_result,
+    remote_file_size,
+    stream_output,
+    write_command,
+)
+
 log = logging.getLogger(__name__)
 
 
-_VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def expanding_quote(value: str) -> str:
-    """Quote ``value`` for sh, except ``$NAME`` / ``${NAME}`` references, which expand.
-
-    Upstream CVS exports cluster ``env_vars`` through the shell, and its own template shows
-    ``"PATH": "/opt/rocm/bin:$PATH"``. Only plain variable references are left to the shell; every other
-    character (``$(...)``, backquotes, ``;``, quotes, newlines) is single-quoted and never executed.
-    """
-    out: list[str] = []
-    pos = 0
-    for m in _VAR_REF.finditer(value):
-        if m.start() > pos:
-            out.append(shlex.quote(value[pos : m.start()]))
-        out.append('"${' + (m.group(1) or m.group(2)) + '}"')
-        pos = m.end()
-    if pos < len(value):
-        out.append(shlex.quote(value[pos:]))
-    return "".join(out) or "''"
-
-
-def export_prefix(env: dict[str, str] | None) -> str:
-    """``export A=...; export B=...; `` for ``env`` (names checked, values through expanding_quote)."""
-    parts = []
-    for k, v in (env or {}).items():
-        if not _ENV_NAME.fullmatch(k):
-            raise ValueError(f"env_vars: {k!r} is not a valid environment variable name")
-        parts.append(f"export {k}={expanding_quote(v)}; ")
-    return "".join(parts)
-
-
-class CommandResult(NamedTuple):
-    """Exit status and decoded output of one command (UTF-8, undecodable bytes replaced)."""
-
-    rc: int
-    out: str
-    err: str
-
-
-class TransportError(Exception):
-    """A node could not be reached or a command could not be carried out. The message names the node."""
-
-
-class ConnectError(TransportError):
-    """Connecting failed (unreachable, refused, timed out, authentication)."""
-
-
-class HostKeyError(ConnectError):
-    """The node's host key is not in known_hosts or does not match it."""
-
-
-class ConnectionLostError(TransportError):
-    """An established connection dropped while a command was running."""
-
-
-class CommandTimeout(TransportError):
-    """A command ran longer than its timeout and was stopped."""
-
-
-class CommandError(TransportError):
-    """A helper command failed (non-zero exit)."""
-
-    def __init__(self, message: str, rc: int) -> None:
-        super().__init__(message)
-        self.rc = rc
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Reconnect schedule: ``attempts`` tries, ``initial`` s apart, then x``factor``, at most ``maximum``."""
-
-    attempts: int = 6
-    initial: float = 0.2
-    factor: float = 2.0
-    maximum: float = 5.0
-
-    def delays(self) -> list[float]:
-        out, d = [], self.initial
-        for _ in range(self.attempts):
-            out.append(min(d, self.maximum))
-            d *= self.factor
-        return out
-
-
-def _decode(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, str):
-        return data
-    return data.decode("utf-8", errors="replace")
-
-
-def _read_cmd(path: str, offset: int, length: int | None) -> str:
-    # `tail -c +N` seeks on a regular file, so reading the end of a huge log costs the same as a small one.
-    q = shlex.quote(path)
-    cmd = f"test -e {q} || exit {_RC_NO_FILE}; tail -c +{offset + 1} -- {q}"
-    if length is not None:
-        cmd += f" | head -c {int(length)}"
-    return cmd
-
-
-def _write_cmd(path: str, mode: int) -> str:
-    q = shlex.quote(path)
-    parent = shlex.quote(os.path.dirname(path) or ".")
-    tmp = shlex.quote(f"{path}.cvs-tmp") + "$$"
-    return (
-        f"umask 077 && mkdir -p -- {parent} && cat > {tmp} && chmod {mode:o} {tmp} "
-        f"&& mv -f -- {tmp} {q} || {{ rc=$?; rm -f {tmp}; exit $rc; }}"
-    )
-
-
-@runtime_checkable
-class NodeProcess(Protocol):
-    """A command running on a node, started by :meth:`Transport.start_process`."""
-
-    async def read(self, n: int = _READ_CHUNK) -> bytes:
-        """Up to ``n`` bytes of stdout; ``b""`` at end of output. Raises ConnectionLostError on a drop."""
-        ...
-
-    async def read_stderr(self) -> bytes:
-        """All of stderr (after the process ended)."""
-        ...
-
-    async def wait(self, timeout: float | None = None) -> int:
-        """The exit status (128+N for a signal N); raises CommandTimeout after ``timeout`` s."""
-        ...
-
-    def terminate(self) -> None:
-        """Ask the command to stop (SIGTERM)."""
-        ...
-
-    async def close(self) -> None:
-        """Stop the command if still running and release its channel/pipes."""
-        ...
-
-
-@runtime_checkable
-class Transport(Protocol):
-    """One node: commands, files, processes and socket forwarding."""
-
-    name: str
-
-    async def connect(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def run(
-        self, cmd: str, timeout: float | None = None, *, input: bytes | None = None
-    ) -> CommandResult: ...
-
-    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None: ...
-
-    async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
-
-    async def file_size(self, path: str) -> int | None: ...
-
-    async def start_process(self, cmd: str) -> NodeProcess: ...
-
-    async def start_follow(self, cmd: str) -> NodeProcess:
-        """A long-lived process whose stdout is read as it comes (a log follower): as start_process,
-        by the cheapest way this transport has for many such streams at once."""
-        ...
-
-    def stream(self, cmd: str) -> AsyncIterator[bytes]: ...
-
-    async def forward_unix_socket(self, remote_path: str) -> str: ...
-
-    async def reconnect(self) -> None: ...
-
-
-async def _stream(transport: Transport, cmd: str) -> AsyncIterator[bytes]:
-    """Shared ``stream``: yield stdout chunks until EOF; a non-zero exit raises CommandError."""
-    proc = await transport.start_process(cmd)
-    try:
-        while True:
-            data = await proc.read()
-            if not data:
-                break
-            yield data
-        rc = await proc.wait(timeout=10)
-        if rc != 0:
-            err = _decode(await proc.read_stderr()).strip()
-            raise CommandError(f"{transport.name}: `{cmd}` exited {rc}: {err[-300:]}", rc)
-    finally:
-        await proc.close()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Local
-# ---------------------------------------------------------------------------------------------------------
-def read_result(node: str, path: str, rc: int, out: bytes, err: bytes) -> bytes:
-    """What a ``_read_cmd`` on ``node`` printed, or the error its exit status means."""
-    if rc == _RC_NO_FILE:
-        raise FileNotFoundError(f"{node}: {path}")
-    if rc != 0:
-        raise CommandError(f"{node}: cannot read {path}: {_decode(err).strip()}", rc)
-    return out
-
-
-async def remote_file_size(t: Transport, path: str) -> int | None:
-    """The size of ``path`` on the node through a command (None when it is absent)."""
-    r = await t.run(f"stat -c %s -- {shlex.quote(path)} 2>/dev/null || echo none", timeout=30)
-    s = r.out.strip()
-    return None if s == "none" or not s.isdigit() else int(s)
-
-
-class _LocalProcess:
-    """A local command in its own session, so stopping it stops everything it started."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, cmd: str) -> None:
-        self._proc = proc
-        self._cmd = cmd
-
-    async def read(self, n: int = _READ_CHUNK) -> bytes:
-        assert self._proc.stdout is not None
-        return await self._proc.stdout.read(n)
-
-    async def read_stderr(self) -> bytes:
-        assert self._proc.stderr is not None
-        return await self._proc.stderr.read()
-
-    async def wait(self, timeout: float | None = None) -> int:
-        try:
-            rc = await asyncio.wait_for(self._proc.wait(), timeout)
-        except TimeoutError:
-            raise CommandTimeout(f"local: `{self._cmd}` still running after {timeout} s") from None
-        return rc if rc >= 0 else 128 - rc
-
-    def _signal_group(self, sig: int) -> None:
-        if self._proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, sig)
-
-    def terminate(self) -> None:
-        self._signal_group(signal.SIGTERM)
-
-    async def close(self) -> None:
-        if self._proc.returncode is None:
-            self._signal_group(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self._proc.wait(), 2)
-            except TimeoutError:
-                self._signal_group(signal.SIGKILL)
-                await self._proc.wait()
-
-
-class LocalTransport:
-    """This machine, through ``/bin/sh``. Each command runs in its own session (killable as a group)."""
-
-    def __init__(self, name: str = "localhost", *, env_vars: dict[str, str] | None = None) -> None:
-        self.name = name
-        self._forward_dir: str | None = None
-        self._prefix = export_prefix(env_vars)  # the cluster file's env_vars, before every command
-
-    async def connect(self) -> None:
-        return None
-
-    async def reconnect(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def _spawn(self, cmd: str, stdin: int | None) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_shell(
-            self._prefix + cmd,
-            stdin=stdin,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-
-    async def run(
-        self, cmd: str, timeout: float | None = None, *, input: bytes | None = None
-    ) -> CommandResult:
-        proc = await self._spawn(
-            cmd, asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-        except TimeoutError:
-            await _LocalProcess(proc, cmd).close()
-            raise CommandTimeout(f"{self.name}: `{cmd}` timed out after {timeout} s") from None
-        except BaseException:
-            await _LocalProcess(proc, cmd).close()
-            raise
-        rc = proc.returncode if proc.returncode is not None else -1
-        return CommandResult(rc if rc >= 0 else 128 - rc, _decode(out), _decode(err))
-
-    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        raw = data.encode() if isinstance(data, str) else data
-        await asyncio.to_thread(_write_local, path, raw, mode)
-
-    async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
-        return await asyncio.to_thread(_read_local, path, offset, length)
-
-    async def file_size(self, path: str) -> int | None:
-        try:
-            return (await asyncio.to_thread(os.stat, path)).st_size
-        except FileNotFoundError:
-            return None
-
-    async def start_process(self, cmd: str) -> NodeProcess:
-        return _LocalProcess(await self._spawn(cmd, asyncio.subprocess.DEVNULL), cmd)
-
-    async def start_follow(self, cmd: str) -> NodeProcess:
-        return await self.start_process(cmd)
-
-    def stream(self, cmd: str) -> AsyncIterator[bytes]:
-        return _stream(self, cmd)
-
-    async def forward_unix_socket(self, remote_path: str) -> str:
-        return remote_path  # the "remote" socket is already on this machine
-
-
-def _write_local(path: str, data: bytes, mode: int) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _read_local(path: str, offset: int, length: int | None) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read() if length is None else f.read(length)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# SSH
-# ---------------------------------------------------------------------------------------------------------
 class _SSHProcess:
     def __init__(
         self,
@@ -400,7 +60,7 @@ class _SSHProcess:
         self._release = release
         self._closed = False
 
-    async def read(self, n: int = _READ_CHUNK) -> bytes:
+    async def read(self, n: int = READ_CHUNK) -> bytes:
         try:
             data = await self._proc.stdout.read(n)
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
@@ -679,7 +339,7 @@ class SSHTransport:
             raise CommandTimeout(f"{self.name}: `{cmd}` timed out after {timeout} s") from None
         finally:
             await p.close()
-        return CommandResult(_ssh_status(self, p._proc, cmd), _decode(out), _decode(err))
+        return CommandResult(_ssh_status(self, p._proc, cmd), decode_output(out), decode_output(err))
 
     async def _collect(self, p: _SSHProcess) -> tuple[bytes, bytes]:
         try:
@@ -692,12 +352,12 @@ class SSHTransport:
 
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else data
-        r = await self.run(_write_cmd(path, mode), timeout=60 + len(raw) / 1e6, input=raw)
+        r = await self.run(write_command(path, mode), timeout=60 + len(raw) / 1e6, input=raw)
         if r.rc != 0:
             raise CommandError(f"{self.name}: cannot write {path}: {r.err.strip()}", r.rc)
 
     async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
-        p = await self._create(_read_cmd(path, offset, length), stdin_data=None)
+        p = await self._create(read_command(path, offset, length), stdin_data=None)
         try:
             out, err = await asyncio.wait_for(self._collect(p), 120)
         except TimeoutError:
@@ -715,7 +375,7 @@ class SSHTransport:
     async def start_follow(self, cmd: str) -> NodeProcess:
         """Through the OpenSSH client where it can reach the node as this connection does (C crypto:
         a fraction of asyncssh's CPU per packet, see openssh.py), else on this connection."""
-        from cvs_tui.core.runner import openssh
+        from cvs_tui.core.runner.nodes import openssh
 
         argv = (
             None
@@ -759,7 +419,7 @@ class SSHTransport:
         return given if isinstance(given, str) else None
 
     def stream(self, cmd: str) -> AsyncIterator[bytes]:
-        return _stream(self, cmd)
+        return stream_output(self, cmd)
 
     async def forward_unix_socket(self, remote_path: str) -> str:
         """A private local socket path that reaches ``remote_path`` on the node over this connection."""
@@ -780,67 +440,3 @@ class SSHTransport:
     def _forwards_path(self, remote_path: str) -> str:
         assert self._forward_dir is not None
         return os.path.join(self._forward_dir, hashlib.sha1(remote_path.encode()).hexdigest()[:16] + ".sock")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Building transports from cluster nodes
-# ---------------------------------------------------------------------------------------------------------
-class NodeLike(Protocol):
-    """The fields of ``cvs_tui.core.cluster.Node`` a transport needs."""
-
-    host: str
-    rank: int
-    user: str | None
-    port: int | None
-    key_file: str | None
-    local: bool
-
-
-def transport_for(
-    node: NodeLike,
-    *,
-    user: str | None = None,
-    known_hosts: str | None = None,
-    verify_host_keys: bool = True,
-    env_vars: dict[str, str] | None = None,
-    password: str | None = None,
-    **ssh_options: Any,
-) -> Transport:
-    """The transport for one node: local for ``localhost``/``local`` hosts, else SSH.
-
-    ``env_vars`` (the cluster file's) are exported before every command; ``password`` is SSH password
-    authentication, tried after any key.
-    """
-    if node.local:
-        return LocalTransport(name=f"{node.host}#{node.rank}", env_vars=env_vars)
-    return SSHTransport(
-        node.host,
-        port=node.port,
-        user=node.user or user,
-        key_file=node.key_file,
-        known_hosts=known_hosts,
-        verify_host_keys=verify_host_keys,
-        env_vars=env_vars,
-        password=password,
-        **ssh_options,
-    )
-
-
-async def connect_all(transports: list[Transport], *, timeout: float | None = None) -> list[Exception | None]:
-    """Connect every transport concurrently; one entry per transport: None or the error that stopped it."""
-
-    async def one(t: Transport) -> Exception | None:
-        try:
-            await asyncio.wait_for(t.connect(), timeout)
-        except TimeoutError:
-            return ConnectError(f"{t.name}: connect timed out after {timeout} s")
-        except TransportError as exc:
-            return exc
-        return None
-
-    return list(await asyncio.gather(*(one(t) for t in transports)))
-
-
-async def gather_nodes(calls: list[Awaitable[Any]]) -> list[Any]:
-    """Await per-node calls concurrently, returning each result or the exception it raised."""
-    return list(await asyncio.gather(*calls, return_exceptions=True))

@@ -24,9 +24,9 @@ from cvs_tui.core.events import (
     SuiteEndEvent,
 )
 from cvs_tui.core.judge.finalize import stall_events, verdict_events
-from cvs_tui.core.offline import parse_log_file
 from cvs_tui.core.plan import Plan
 from cvs_tui.core.results import Results
+from cvs_tui.core.sources.offline import parse_log_file
 
 _BATCH = 500
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cvs_tui.core.runner.sections import SECTION_FACTOR, SECTION_MIN_S
+from cvs_tui.core.watch.sections import SECTION_FACTOR, SECTION_MIN_S
 
 if TYPE_CHECKING:
-    from cvs_tui.core.runner.slurm import SlurmClient
+    from cvs_tui.core.runner.slurm.client import SlurmClient
 
 MIN_FREE_BYTES = 512 * 1024 * 1024  # free space wanted for the run folder and the nodes' output folders
 
@@ -22,7 +22,7 @@ class RunOptions:
     hang_factor: float = 3.0  # after the first steps: k × p95 step time ...
     hang_min_s: float = 60.0  # ... but never less than this
     # while the log announces a checkpoint save/restore, an eval, a profiler capture or a compilation
-    # (runner/sections.py): k × the longest such section so far, at least this (docs/watchdog.md)
+    # (watch/sections.py): k × the longest such section so far, at least this (docs/watchdog.md)
     section_factor: float = SECTION_FACTOR
     section_min_s: float = SECTION_MIN_S
     fail_grace_s: float = 15.0  # after a node failed: how long the others get to exit on their own

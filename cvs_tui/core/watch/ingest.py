@@ -1,7 +1,7 @@
 """One rank's log bytes into events: raw lines for the log panes, parsed events, the watchdog's state.
 
 Shared by every source that feeds bytes as they arrive: a live run (:mod:`.execute`, the launcher's
-stream) and follow mode (:mod:`cvs_tui.core.follow_run`, files or stdin it did not launch), so both
+stream) and follow mode (:mod:`cvs_tui.core.sources.follow`, files or stdin it did not launch), so both
 publish the same events from the same bytes. Copying the bytes into the run folder stays with the
 caller (what a failed write means differs). Memory per rank stays bounded: the judge's step records go
 to a step table (``judge.table.StepCollector``: columns in memory up to a size, then in files), an
@@ -33,9 +33,9 @@ from cvs_tui.core.events import (
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.parse.records import RECORD_CAP
-from cvs_tui.core.runner import judging
-from cvs_tui.core.runner.sections import STEP_LINE, Section, line_section
-from cvs_tui.core.runner.watchdog import NodeWatch
+from cvs_tui.core.watch import judging
+from cvs_tui.core.watch.sections import STEP_LINE, Section, line_section
+from cvs_tui.core.watch.watchdog import NodeWatch
 
 if TYPE_CHECKING:
     from cvs_tui.core.judge.table import StepCollector

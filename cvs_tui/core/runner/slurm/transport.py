@@ -24,29 +24,28 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from cvs_tui.core.runner.slurm import (
-    SlurmClient,
-    SlurmError,
+from cvs_tui.core.runner.slurm.client import SlurmClient, SlurmError
+from cvs_tui.core.runner.slurm.steps import (
     cancel_named_step,
     end_side_step,
     side_argv,
     side_run,
     side_step_name,
 )
-from cvs_tui.core.runner.transport import (
+from cvs_tui.core.transport import (
     CommandError,
     CommandResult,
     CommandTimeout,
     ConnectError,
     NodeProcess,
     TransportError,
-    _decode,
-    _read_cmd,
-    _stream,
-    _write_cmd,
+    decode_output,
     export_prefix,
+    read_command,
     read_result,
     remote_file_size,
+    stream_output,
+    write_command,
 )
 
 Bridge = Literal["auto", "socat", "python3"]
@@ -222,7 +221,7 @@ class SlurmTransport:
         self, cmd: str, timeout: float | None = None, *, input: bytes | None = None
     ) -> CommandResult:
         rc, out, err = await self._run_bytes(cmd, timeout, input=input)
-        return CommandResult(rc, _decode(out), _decode(err))
+        return CommandResult(rc, decode_output(out), decode_output(err))
 
     async def _run_bytes(
         self, cmd: str, timeout: float | None, *, input: bytes | None = None, unbuffered: bool = False
@@ -250,12 +249,12 @@ class SlurmTransport:
     async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Atomic (temp file + rename on the node); the bytes travel through the side step's stdin."""
         raw = data.encode() if isinstance(data, str) else data
-        rc, _, err = await self._run_bytes(_write_cmd(path, mode), 60 + len(raw) / 1e6, input=raw)
+        rc, _, err = await self._run_bytes(write_command(path, mode), 60 + len(raw) / 1e6, input=raw)
         if rc != 0:
-            raise CommandError(f"{self.name}: cannot write {path}: {_decode(err).strip()}", rc)
+            raise CommandError(f"{self.name}: cannot write {path}: {decode_output(err).strip()}", rc)
 
     async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
-        rc, out, err = await self._run_bytes(_read_cmd(path, offset, length), 120, unbuffered=True)
+        rc, out, err = await self._run_bytes(read_command(path, offset, length), 120, unbuffered=True)
         return read_result(self.name, path, rc, out, err)
 
     async def file_size(self, path: str) -> int | None:
@@ -269,7 +268,7 @@ class SlurmTransport:
         return await self.start_process(cmd)
 
     def stream(self, cmd: str) -> AsyncIterator[bytes]:
-        return _stream(self, cmd)
+        return stream_output(self, cmd)
 
     async def forward_unix_socket(self, remote_path: str) -> str:
         """A private local socket path; each connection to it is bridged to ``remote_path`` on the node."""
