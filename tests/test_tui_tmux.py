@@ -114,6 +114,19 @@ def test_attach_follows_a_run_folder_in_tmux(tmp_path: Path) -> None:
         tmux.run("kill-server")
 
 
+def attach_at_80x24(folder: Path) -> Tmux:
+    """`cvs-tui attach FOLDER` in a new 80x24 tmux session (it prints EXITED=rc when it ends)."""
+    tmux = Tmux()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    cmd = f"{BIN} attach {folder}; echo EXITED=$?; sleep 30"
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", tmux.session, cmd],
+        check=True,
+        env={**env, "TERM": "xterm-256color"},
+    )
+    return tmux
+
+
 def test_attach_at_80x24_shows_the_verdict_and_key_columns(tmp_path: Path) -> None:
     """The smallest common terminal: the status line with the verdict stays, as do lag and errors."""
     events = tmp_path / "events.jsonl"
@@ -130,14 +143,7 @@ def test_attach_at_80x24_shows_the_verdict_and_key_columns(tmp_path: Path) -> No
         SuiteEndEvent(True, report_path="r/report.html"),
     )
     (logs / "node0.log").write_text("completed step: 11, loss: 7.320\n")
-    tmux = Tmux()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
-    cmd = f"{BIN} attach {tmp_path}; echo EXITED=$?; sleep 30"
-    subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", tmux.session, cmd],
-        check=True,
-        env={**env, "TERM": "xterm-256color"},
-    )
+    tmux = attach_at_80x24(tmp_path)
     try:
         screen = tmux.wait_for("suite PASSED")
         status = next(line for line in screen.splitlines() if "suite PASSED" in line)
@@ -171,14 +177,7 @@ def test_every_screen_reads_at_80x24(tmp_path: Path) -> None:
         SuiteEndEvent(False, report_path="r/report.html"),
     )
     (tmp_path / "logs" / "BS2" / "node0.log").write_text("completed step: 11, loss: 7.320\n")
-    tmux = Tmux()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
-    cmd = f"{BIN} attach {tmp_path}; echo EXITED=$?; sleep 30"
-    subprocess.run(
-        ["tmux", "-L", tmux.socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", tmux.session, cmd],
-        check=True,
-        env={**env, "TERM": "xterm-256color"},
-    )
+    tmux = attach_at_80x24(tmp_path)
     try:
         screen = tmux.wait_for("suite FAILED")
         footer = screen.rstrip().splitlines()[-1]

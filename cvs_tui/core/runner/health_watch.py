@@ -250,6 +250,10 @@ class HealthMonitor:
     def _found(self, n: NodeMonitor, finding: HealthFinding) -> None:
         """A finding from the telemetry (an ECC rise): the same path as a kernel-log finding."""
         n.health.add(finding)
+        self._record(n, finding)
+
+    def _record(self, n: NodeMonitor, finding: HealthFinding) -> None:
+        """A finding attributed to the run it fell in, kept, published; fatal outside a run: noted."""
         a = self.runs.on_health_finding(finding)
         rec = finding_record(finding, a)
         n.findings.append(rec)
@@ -261,13 +265,7 @@ class HealthMonitor:
     async def _follow(self, n: NodeMonitor, f: KernelLogFollower) -> None:
         try:
             async for finding in f.findings():
-                a = self.runs.on_health_finding(finding)
-                rec = finding_record(finding, a)
-                n.findings.append(rec)
-                if finding.severity is Severity.FATAL and a.run is None:
-                    self.outside_fatal.append(rec)
-                self.emit(finding.to_event(a))
-                self._publish(n)
+                self._record(n, finding)
         except Exception as exc:  # the follower gave up (connection gone for good): not checked
             log.info("%s: kernel log follower ended: %s", n.host, exc)
             if not n.health.findings:
