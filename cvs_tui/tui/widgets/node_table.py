@@ -40,7 +40,7 @@ COLUMNS: tuple[tuple[str, int, int], ...] = (
     ("status", 12, 9),
     ("health", 12, 6),
     ("steps", 12, 8),
-    ("loss", 8, 7),
+    ("loss", 8, 5),
     ("loss trend", SPARK_WIDTH + 1, 1),
     ("tok/s/dev", 10, 4),
     ("s/step", 7, 3),
