@@ -24,6 +24,15 @@ STEP = (
     "I1130 07:28:34.235634 139736357583744 metric_logger.py:265] completed step: {n}, seconds: 0.056, "
     "TFLOP/s/device: 0.019, Tokens/s/device: 4597.206, total_weights: 256, loss: 7.501\n"
 )
+ZEROS_50MBS = (
+    "import os, sys, time\n"
+    "z = open('/dev/zero', 'rb').read(1 << 20)\n"
+    "t = time.monotonic()\n"
+    "while True:\n"
+    "    os.write(1, z)\n"
+    "    t += 0.02\n"
+    "    time.sleep(max(0.0, t - time.monotonic()))\n"
+)
 WRITER = (
     f"import sys\nline = {STEP!r}\nn = 0\n"
     "try:\n"
@@ -60,7 +69,11 @@ def test_follow_soak(source: str, tmp_path: Path) -> None:
         cmd += ["--logs", str(big)]
     else:
         cmd += ["--logs", "-"]
-        src = ["cat", "/dev/zero"] if source == "stdin-zero" else [sys.executable, "-c", WRITER]
+        # /dev/zero at the 50 MB/s: unpaced, a quiet machine copies gigabytes a few seconds long,
+        # and judging that copy after the stop outlasts the test (see the closing assertion's timeout)
+        src = (
+            [sys.executable, "-c", ZEROS_50MBS] if source == "stdin-zero" else [sys.executable, "-c", WRITER]
+        )
         helpers.append(subprocess.Popen(src, stdout=subprocess.PIPE))
         stdin = helpers[0].stdout.fileno() if helpers[0].stdout else None
     proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -159,7 +159,10 @@ def decide_outcome(
         # a live run knows which node failed first; the others were stopped as its victims
         node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
         if sched is not None:
-            return RunOutcome.FAILED, f"{sched[1]} (node {node} exited with code {code})", sched[0]
+            # a time limit or an OOM kill is the cause wherever it was read; otherwise the node that
+            # exited badly is (every task's stderr may carry srun's lines about it)
+            root = sched[0] if external else node
+            return RunOutcome.FAILED, f"{sched[1]} (node {node} exited with code {code})", root
         return RunOutcome.FAILED, f"node {node} exited with code {code}", node
     if outcome is RunOutcome.FAILED:
         if sched is not None:
