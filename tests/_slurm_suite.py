@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _slurm_infra import slurm
 from suite_fixtures.helpers import BASE_CONFIG, BASE_THRESHOLDS, SLUG, SWEEP, TRAINER
 
 from cvs_tui.core.bus import EventBus
@@ -21,7 +22,6 @@ from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.plan import Plan, build_plan, new_run_id
 from cvs_tui.core.runner.slurm import target as st
 from cvs_tui.core.runner.suite import RunOptions, Suite
-from tests._slurm_infra import slurm
 
 CLI = Path(sys.executable).with_name("cvs-tui")
 

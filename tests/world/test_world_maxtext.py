@@ -1,0 +1,42 @@
+"""Every labelled MaxText log of the world corpus (tests/fixtures/world/maxtext/) read as the engineer
+read it: each log is one test; benchmarks/world_corpus.py prints the table.
+
+A log cvs-tui still reads differently from the label is a strict xfail naming why, so the table and the
+tests agree and a fix shows up as an unexpected pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from world import maxtext
+
+# label file stem -> what cvs-tui does not read yet
+KNOWN_MISSES = {
+    "tpu-v5p-deepseek2-16b-docs-2024": (
+        "the documented 3-step warm-up keeps step 3 (0.699 s, dispatch still settling) in a 10-step log's "
+        "window: TFLOP/s and tokens/s 4.6 % over the steady steps' (the label's window_note says why the "
+        "rule stands)"
+    ),
+    "mi355x-24n-slurm-mfu-heartbeat-2026": (
+        "the README cuts the step line before its loss; a line without a loss is not read as a step "
+        "(a step's loss is required in the C scanner, its Python twin and the judge)"
+    ),
+}
+
+
+def _param(meta: Path) -> object:
+    why = KNOWN_MISSES.get(meta.stem)
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(meta, id=meta.stem, marks=marks)
+
+
+@pytest.mark.parametrize("meta", [_param(m) for m in maxtext.items()])
+def test_world_maxtext_log(meta: Path) -> None:
+    c = maxtext.check(meta)
+    assert c.ok, f"{c.item}\n  expected: {c.expected}\n  got:      {c.got}"
+
+
+def test_known_misses_name_corpus_logs() -> None:
+    assert set(KNOWN_MISSES) <= {m.stem for m in maxtext.items()}
