@@ -38,9 +38,9 @@ install_packages() {
   command -v ss >/dev/null || missing+=(iproute2)
   command -v docker-registry >/dev/null || missing+=(docker-registry)
   # sudo: the node-health tests let the node user read /dev/kmsg with `sudo -n` (they add and remove
-  # their own sudoers rule, tests/_health_kmsg.py)
+  # their own sudoers rule, tests/health/_health_kmsg.py)
   command -v sudo >/dev/null || missing+=(sudo)
-  # setfacl: a run folder both node users write (tests/test_health_live.py, one node per user)
+  # setfacl: a run folder both node users write (tests/health/test_health_live.py, one node per user)
   command -v setfacl >/dev/null || missing+=(acl)
   [ ${#missing[@]} -eq 0 ] && return 0
   # Without policy-rc.d, installing docker.io would start a default dockerd that rewrites iptables.

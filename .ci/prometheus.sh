@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prometheus for the metrics-export tests (tests/test_metrics_prometheus.py, tests/test_metrics_deploy.py):
+# Prometheus for the metrics-export tests (tests/report/test_metrics_prometheus.py, tests/report/test_metrics_deploy.py):
 # installs Debian's `prometheus` package (the server and promtool) on a root Debian 12 machine without
 # systemd. Nothing is started here and the package's own service is kept from starting (policy-rc.d):
 # each test starts its own server bound to 127.0.0.1 with a temp data folder and a short scrape interval,

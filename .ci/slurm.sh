@@ -31,7 +31,7 @@ all_up() {
   [ -e "/run/netns/$NSNAME" ] && [ -s "$R/env" ] && SLURM_CONF=$CONF $NS sinfo -h >/dev/null 2>&1
 }
 
-install_packages() { # socat: the Docker-on-Slurm bridge's first choice (tests/test_slurm_docker.py)
+install_packages() { # socat: the Docker-on-Slurm bridge's first choice (tests/runner/test_slurm_docker.py)
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v srun >/dev/null &&
     command -v munged >/dev/null && command -v socat >/dev/null && return 0
   # policy-rc.d keeps the packages' postinst from starting system-wide daemons.

@@ -5,7 +5,7 @@ Two modes (both need root to write /dev/kmsg):
 * ``follower`` (default): the kernel-log follower on this machine (LocalTransport, as root), N lines,
   each an amdgpu reset in its real format; prints the write -> finding latency (p50, p95, max).
 * ``live``: the full path in a live two-node run over SSH on the loopback test nodes (needs the test
-  infra, CVS_TEST_ROOT): runs tests/test_health_live.py's reset test, which prints kernel write ->
+  infra, CVS_TEST_ROOT): runs tests/health/test_health_live.py's reset test, which prints kernel write ->
   node FAILED (the watchdog's fatal) and -> RunEndEvent FAILED (after fail_grace_s and stopping the
   other rank).
 
@@ -61,7 +61,16 @@ def main() -> None:
         raise SystemExit("needs root (writes /dev/kmsg)")
     if a.mode == "live":
         root = Path(__file__).resolve().parents[1]
-        cmd = [sys.executable, "-m", "pytest", "-q", "-s", "tests/test_health_live.py", "-k", "injected"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "tests/health/test_health_live.py",
+            "-k",
+            "injected",
+        ]
         r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         print(
             "\n".join(

@@ -48,6 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# the shared test helpers, and the folders of the two it borrows (_health_kmsg, test_fault_network)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runner"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "health"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _fault_infra import fault_setup

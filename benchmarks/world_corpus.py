@@ -2,7 +2,7 @@
 
 The corpus (``tests/fixtures/world/``) holds kernel lines, MaxText logs, Slurm endings and error lines
 that people posted publicly from real clusters, each with its source and an engineer's label. Every
-labelled item is also a test (``tests/test_world_*.py``); this script prints the table:
+labelled item is also a test (``tests/world/test_world_*.py``); this script prints the table:
 
     .venv/bin/python benchmarks/world_corpus.py [--misses]
 """

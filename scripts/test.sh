@@ -12,7 +12,7 @@ if [ "$(id -u)" = 0 ]; then
   apt-get install -y -qq --no-install-recommends chromium tmux gcc libc6-dev make >/dev/null
   bash .ci/infra.sh up
   bash .ci/prometheus.sh  # the server and promtool the metrics-export tests start and run
-  # the real two-node Slurm cluster (tests/test_slurm_*.py); both `up` and `down` are idempotent
+  # the real two-node Slurm cluster (tests/runner/test_slurm_*.py); both `up` and `down` are idempotent
   trap 'bash .ci/slurm.sh down || true; bash .ci/infra.sh down' EXIT
   bash .ci/slurm.sh up
 else

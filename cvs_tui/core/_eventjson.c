@@ -4,7 +4,7 @@
  * that text was the largest part of the core's CPU per line. encode_step() writes exactly what the
  * general encoder (json, allow_nan, ensure_ascii) writes for a NodeLogEvent holding a StepEvent, or
  * returns None for any value of another type than the parser makes (bus.py then uses the general
- * encoder). tests/test_bus.py holds the two equal on every event type and on generated steps.
+ * encoder). tests/watch_sources/test_bus.py holds the two equal on every event type and on generated steps.
  *
  * Numbers: an exact float as float.__repr__ (PyOS_double_to_string 'r' with ".0" added, which is what
  * float.__repr__ calls), NaN/Infinity/-Infinity as json writes them; an exact int as int.__repr__;
@@ -149,7 +149,7 @@ static PyObject *encode_step(PyObject *self, PyObject *args) {
     Buf b = {.len = 0, .cap = (Py_ssize_t)sizeof(b.small)};
     b.p = b.small;
     int rc = buf_ascii(&b, head) ? -1 : 1;
-    /* the field order of StepEvent (tests/test_bus.py fails on a changed dataclass) */
+    /* the field order of StepEvent (tests/watch_sources/test_bus.py fails on a changed dataclass) */
     if (rc == 1) rc = field(&b, ev, n_step, "", 0);
     if (rc == 1) rc = field(&b, ev, n_loss, ", \"loss\": ", 0);
     if (rc == 1) rc = field(&b, ev, n_line, ", \"line\": ", 0);

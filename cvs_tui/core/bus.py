@@ -11,7 +11,7 @@ plus the node states and verdicts; benign warning hits past a cap per node are c
 
 Encoding is the bus's main cost per line at hundreds of nodes: the parsed step of a log line (nearly
 every event) has its own encoder, :func:`encode_event`'s fast path, which writes exactly the text the
-general one writes (tests/test_bus.py checks every event type) in a third of the time.
+general one writes (tests/watch_sources/test_bus.py checks every event type) in a third of the time.
 
 Writes are batched: the parsed log events (the bulk, one per step per node) are buffered and written
 at most ``FLUSH_S`` seconds later, in one write; every other event (stage, node state, run end,
@@ -208,7 +208,7 @@ def _extras(extras: object) -> str:
 
 
 def _encode_step(ev: NodeLogEvent, e: StepEvent) -> str:
-    # the field order of NodeLogEvent and StepEvent (a changed dataclass fails tests/test_bus.py)
+    # the field order of NodeLogEvent, StepEvent (a changed dataclass fails tests/watch_sources/test_bus.py)
     return (
         f'{{"run": {_text(ev.run)}, "node": {_num(ev.node)}, "event": {{"step": {_num(e.step)}, '
         f'"loss": {_num(e.loss)}, "line": {_num(e.line)}, "kind": {_text(e.kind)}, '

@@ -1,4 +1,4 @@
-"""Fuzzing every input boundary but the scrubber (tests/test_privacy_fuzz.py): the config loader, the
+"""Fuzzing every input boundary but the scrubber (tests/privacy/test_privacy_fuzz.py): the config loader, the
 cluster loader, the threshold file, the results.json reader, the events.jsonl reader of `attach`, the card
 validator and the log parser. Inputs are valid files with one random change (a value replaced by random
 JSON, a huge integer, NaN, a duplicate key, deep nesting, a cut, random bytes spliced in) or random text.
@@ -7,7 +7,7 @@ The only allowed outcomes are a result or a one-line UserError (what the CLI pri
 else (a traceback of any kind) fails the test.
 
 The fast subset (a few hundred examples in all) runs in every run. The nightly run is marked `fuzz`:
-`pytest -m fuzz tests/test_input_fuzz.py`, CVS_FUZZ_EXAMPLES examples per target (default 15 000, seven
+`pytest -m fuzz tests/cli/test_input_fuzz.py`, CVS_FUZZ_EXAMPLES examples per target (default 15 000, seven
 targets: >= 10^5 in all)."""
 
 from __future__ import annotations

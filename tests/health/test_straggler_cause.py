@@ -1,5 +1,5 @@
-"""The straggler's node and cause class on injected scenarios (tests/_straggler_scenarios.py: replays of
-real amd-smi output and real kernel lines with the fault written into copies), and none on clean runs."""
+"""The straggler's node and cause class on injected scenarios (tests/health/_straggler_scenarios.py: replays
+of real amd-smi output and real kernel lines with the fault written into copies), and none on clean runs."""
 
 from __future__ import annotations
 

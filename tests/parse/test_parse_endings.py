@@ -1,4 +1,4 @@
-"""Scheduler endings: reading slurmstepd/srun lines (the corpus is tests/test_world_slurm.py) and the
+"""Scheduler endings: reading slurmstepd/srun lines (the corpus is tests/world/test_world_slurm.py) and the
 run's reason naming them in ``analyze`` and the judge."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ of them, re-checks clean, is stable under a second scrub and is valid UTF-8; not
 as files never make `scrub`/`check-private` raise anything but a one-line UserError.
 
 The fast subset runs in every run. The nightly run (>= 20 000 examples) is marked `fuzz` and runs only
-when selected: `pytest -m fuzz tests/test_privacy_fuzz.py` (CVS_FUZZ_EXAMPLES overrides the count)."""
+when selected: `pytest -m fuzz tests/privacy/test_privacy_fuzz.py` (CVS_FUZZ_EXAMPLES overrides the count)."""
 
 from __future__ import annotations
 

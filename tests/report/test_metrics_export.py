@@ -1,7 +1,7 @@
 """The live metrics export (cvs_tui/core/export, cvs_tui/cli/metrics.py): the series a folded event
 stream gives, the HTTP endpoint's two formats, the textfile, --public pseudonyms and bad input.
 
-The Prometheus server side (a real scrape during a two-node run) is tests/test_metrics_prometheus.py.
+The Prometheus server side (a real scrape during a two-node run) is tests/report/test_metrics_prometheus.py.
 """
 
 from __future__ import annotations

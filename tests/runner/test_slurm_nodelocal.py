@@ -383,7 +383,7 @@ def test_plan_shows_the_files_mode(tmp_path: Path) -> None:
 @_mark
 @pytest.mark.maxtext
 def test_two_ranks_of_real_maxtext_node_local(tmp_path: Path) -> None:
-    """tests/test_e2e_slurm_maxtext.py's scenario (real MaxText on the CPU, two ranks through srun) with
+    """tests/e2e/test_e2e_slurm_maxtext.py's scenario (real MaxText on the CPU, two ranks through srun) with
     node-local files: the logs come through the step's labelled stdout only."""
     from tests.e2e.test_e2e_local_maxtext import MAXTEXT_PY, TWOPROC, _variant
 

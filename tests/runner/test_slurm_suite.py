@@ -2,7 +2,7 @@
 
 Real salloc, srun, scancel, slurmstepd and a shared run folder; the trainer is the stand-in of
 ``tests/suite_fixtures`` (a test double for MaxText only: these tests are about launching, following,
-judging and stopping through Slurm; real MaxText through Slurm is tests/test_e2e_slurm_maxtext.py).
+judging and stopping through Slurm; real MaxText through Slurm is tests/e2e/test_e2e_slurm_maxtext.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from _analysis_samples import FIXTURES, write_config
-from conftest import Settle
+from _pilot import Settle
 from rich.console import Console
 from tui_streams import CLOCK, paced, suite_events
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Settle
+from _pilot import Settle
 from textual.widgets import Input
 from tui_streams import CLOCK, paced, suite_events
 

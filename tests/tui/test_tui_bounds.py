@@ -8,7 +8,7 @@ import random
 from collections import deque
 from pathlib import Path
 
-from conftest import Settle
+from _pilot import Settle
 from tui_streams import CLOCK, paced
 
 from cvs_tui.core.bounded import BLOCK_LINES, LineBuffer, thin_curve

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Settle
+from _pilot import Settle
 from rich.console import Console
 from tui_streams import CLOCK, paced, suite_events
 

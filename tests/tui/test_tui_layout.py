@@ -1,6 +1,6 @@
 """The live view at small and large terminals, the one step counter, error incidents, and the view at scale.
 
-Fed recorded MaxText logs through the real parser (tests/tui_streams.py); the 256-node cases use synthetic
+Fed recorded MaxText logs through the real parser (tests/tui/tui_streams.py); the 256-node cases use synthetic
 log lines in the MaxText format, since the point there is the table's size, not the parser.
 """
 
@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import Settle
+from _pilot import Settle
 from rich.text import Text
 from tui_streams import CLOCK, paced, suite_events
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import Settle
+from _pilot import Settle
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot

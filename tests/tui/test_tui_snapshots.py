@@ -7,7 +7,7 @@ deliberate UI change: review `snapshot_report.html`, then rerun with `--snapshot
 from __future__ import annotations
 
 import pytest
-from conftest import Settle
+from _pilot import Settle
 from tui_streams import CLOCK, paced, suite_events
 
 from cvs_tui.tui.app import CvsApp

@@ -1,7 +1,7 @@
 """`cvs-tui analyze CONFIG --follow` as a user runs it, in a child process: a real pipe on stdin fed in
 chunks by another process, and a followed file that is rotated mid-follow; bad input; the console's
 stall lines. (Rotation and truncation of
-one file are covered byte by byte in tests/test_follow.py.)"""
+one file are covered byte by byte in tests/watch_sources/test_follow.py.)"""
 
 from __future__ import annotations
 

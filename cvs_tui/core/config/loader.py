@@ -190,7 +190,7 @@ def _resolve_threshold_path(config_path: Path, given: str) -> Path:
 
 def _is_file(p: Path) -> bool:
     """``Path.is_file`` that answers False for a name the OS refuses (too long, NUL byte) instead of raising
-    (found by tests/test_input_fuzz.py)."""
+    (found by tests/cli/test_input_fuzz.py)."""
     try:
         return p.is_file()
     except (OSError, ValueError):

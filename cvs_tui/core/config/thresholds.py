@@ -15,7 +15,7 @@ from cvs_tui.core.inputfile import CONFIG_MAX, InputFileError, read_text_capped
 from cvs_tui.core.jsonsafe import JsonInputError, loads_strict
 
 # Every metric the suite records (all under `training.`); the same names as judge.definitions's
-# METRIC_DEFINITIONS (tests/test_audit2_verdicts.py keeps them equal).
+# METRIC_DEFINITIONS (tests/judge/test_gated_metrics.py keeps them equal).
 KNOWN_METRICS = (
     "tflops_per_sec_per_gpu",
     "tokens_per_sec_per_gpu",

@@ -2,7 +2,7 @@
 
 prometheus_client's encoders escape and validate every label of every sample on every scrape: at 512
 nodes (6,000 samples, five labels each) that is most of a scrape's cost. :class:`Exposition` writes the
-same bytes (tests/test_metrics_export.py compares it with both of prometheus_client's encoders) from the
+same bytes (tests/report/test_metrics_export.py holds it to both of prometheus_client's encoders) from the
 same metric families, keeping each sample's ``name{labels}`` prefix from one scrape to the next: a node's
 labels do not change while it runs, so only its values are formatted again
 (``benchmarks/metrics_exporter.py``). The label names are the fixed ones of ``series.py``, valid as they

@@ -158,7 +158,7 @@ def teardown(inp: PlanInput) -> list[PlannedStage]:
 
 
 # The suite's stages in the order they run, each with its row planner. The runner's registry
-# (runner/stages/__init__.py STAGES) lists the same names in the same order (tests/test_plan_stages.py);
+# (runner/stages/__init__.py STAGES) lists the same names in the same order (tests/plan/test_plan_stages.py);
 # "run" is the sweeps stage, whose rows are run:<sweep key>.
 ORDER: tuple[tuple[str, Callable[[PlanInput], list[PlannedStage]]], ...] = (
     ("preflight", preflight),
