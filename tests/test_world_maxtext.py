@@ -18,10 +18,6 @@ KNOWN_MISSES = {
         "window: TFLOP/s and tokens/s 4.6 % over the steady steps' (the label's window_note says why the "
         "rule stands)"
     ),
-    "mi355x-24n-slurm-mfu-heartbeat-2026": (
-        "the README cuts the step line before its loss; a line without a loss is not read as a step "
-        "(a step's loss is required in the C scanner, its Python twin and the judge)"
-    ),
 }
 
 
