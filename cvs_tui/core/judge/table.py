@@ -403,7 +403,10 @@ class StreamLog:
         if self.index is None:
             for _, c in self.chunks("step", "loss", "has_loss"):
                 h = c["has_loss"]
-                yield (c["step"], c["loss"]) if h.all() else (c["step"][h], c["loss"][h])
+                if h.all():
+                    yield c["step"], c["loss"]
+                elif h.any():  # never an empty chunk: the readers take its last value
+                    yield c["step"][h], c["loss"][h]
             return
         ix = self.index
         last = ix.last_loss
