@@ -34,7 +34,7 @@ class StepEvent:
     """One training step as MaxText logged it. Non-finite numbers are kept as float nan/inf."""
 
     step: int
-    loss: float
+    loss: float | None  # None: the line has no loss (a harness or a README cut it off)
     line: int
     kind: StepKind = StepKind.TRAIN
     seconds: float | None = None

@@ -345,8 +345,10 @@ class RunState:
             self._step_progress(nv, ev.event)
 
     def _apply_step(self, rv: RunView, nv: NodeView, node: int, le: StepEvent) -> None:
-        loss = nv.loss = le.loss
-        if loss - loss == 0.0:  # finite (math.isfinite without the call; NaN and inf give NaN)
+        loss = le.loss
+        if loss is not None:  # a line without a loss keeps the last one shown
+            nv.loss = loss
+        if loss is not None and loss - loss == 0.0:  # finite (math.isfinite without the call)
             nv.losses.append(loss)
             if node == self._lowest_rank(rv):
                 rv.loss_curve[le.step] = loss

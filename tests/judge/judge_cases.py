@@ -1,9 +1,10 @@
 """Node logs as event lists that hit the judge's edge cases, shared by the chunk-size test and the judge
 goldens (``tests/fixtures/judge/``): rising step numbers with every rule's edge, step numbers that
-repeat, go back and restart, and a log without train steps."""
+repeat, go back and restart, a log without train steps, and step lines without a loss."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from cvs_tui.core.events import (
@@ -119,6 +120,21 @@ def no_train() -> list[LogEvent]:
     return [step(s, s + 1, 0.02, StepKind.RAMPUP) for s in range(8)]
 
 
+def no_loss() -> list[LogEvent]:
+    """edge() with every step line cut before its loss (AMD maxtext-slurm's README form)."""
+    return [dataclasses.replace(e, loss=None) if isinstance(e, StepEvent) else e for e in edge()]
+
+
+def some_loss() -> list[LogEvent]:
+    """goes_back() with the loss left off every fourth step line, and off the restart's records of steps
+    30..34 (their loss is the first record's)."""
+    out: list[LogEvent] = []
+    for i, e in enumerate(goes_back()):
+        cut = isinstance(e, StepEvent) and (e.step % 4 == 1 or (i > 40 and 30 <= e.step <= 34))
+        out.append(dataclasses.replace(e, loss=None) if cut else e)
+    return out
+
+
 # name: each node's events
 CASES: dict[str, list[list[LogEvent]]] = {
     "edge": [edge()],
@@ -128,6 +144,8 @@ CASES: dict[str, list[list[LogEvent]]] = {
     "two_nodes_mixed": [edge(), repeated()],
     "two_back": [goes_back(), restart_stall()],
     "no_train": [no_train()],
+    "no_loss": [no_loss()],
+    "some_loss": [some_loss()],
 }
 # convergence targets each case is judged with (0: off)
 TARGETS = (0.0, 4.0, 0.1)

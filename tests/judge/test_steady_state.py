@@ -181,7 +181,7 @@ def test_time_moved_inside_a_stretch_stays_summed() -> None:
 def test_a_noisy_node_keeps_what_its_jitter_explains() -> None:
     lo, hi = band(0.1, 0.05)  # 3 robust sigmas (0.15) beyond the ratio band
     assert lo < 0 and hi == pytest.approx(0.25)
-    assert band(0.1, 0.001) == pytest.approx((0.1 - 0.1 / 3, 0.15))
+    assert band(0.1, 0.001) == pytest.approx((0.08, 0.125))  # the ratio floor: 1/1.25..1.25 x
 
 
 def test_step_rates_prefer_the_step_line() -> None:

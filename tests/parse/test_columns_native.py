@@ -67,6 +67,7 @@ EDGE_BATCHES: list[list[LogEvent]] = [
         ),
         _ckpt(7),
         StepEvent(step=2, loss=math.inf, line=8, timestamp=NAN, source="b:2"),
+        StepEvent(step=3, loss=None, line=9, seconds=0.5),  # a line cut before its loss
     ],
 ]
 
@@ -84,11 +85,13 @@ def test_edges_read_as_stated() -> None:
     """The twin's columns of the mixed batch, by value (what both must say)."""
     cols, others, sourced = _pyscan.step_columns(EDGE_BATCHES[3], KINDS)
     assert others == [0, 2, 3, 6] and sourced == 1
-    assert np.frombuffer(cols[0], np.int64).tolist() == [1, 7, 7, 2]
-    assert list(cols[3]) == [1, 0, 2, 0]
-    assert list(cols[5]) == [1, 1, 0, 0] and list(cols[11]) == [0, 1, 0, 0]
+    assert np.frombuffer(cols[0], np.int64).tolist() == [1, 7, 7, 2, 3]
+    assert list(cols[3]) == [1, 0, 2, 0, 0]
+    assert list(cols[5]) == [1, 1, 0, 0, 1] and list(cols[11]) == [0, 1, 0, 0, 0]
     ts = np.frombuffer(cols[12], np.float64)
     assert math.isnan(ts[0]) and ts[2] == 1.5 and math.isnan(ts[3])
+    loss = np.frombuffer(cols[2], np.float64)  # NaN both for a logged NaN and for no loss: has_loss tells
+    assert math.isnan(loss[0]) and math.isnan(loss[4]) and list(cols[13]) == [1, 1, 1, 1, 0]
     c = _collected([EDGE_BATCHES[3]], native=False)
     assert [i for i, _ in c.kept] == [1, 1] and c.kept[0][1].source == "a:1"  # sourced and top: one record
     assert [p for p, _ in c.others] == [0, 1, 1, 3]

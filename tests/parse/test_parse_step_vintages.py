@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from cvs_tui.core.events import StepEvent
-from cvs_tui.core.parse import parse_log_bytes
+from cvs_tui.core.events import ErrorHit, StepEvent
+from cvs_tui.core.parse import NodeLogParser, parse_log_bytes
 from cvs_tui.core.parse.dialects import step_fields
 
 ABSL = b"I0811 21:55:06.119312 138304841739136 metric_logger.py:226] "
@@ -79,8 +79,22 @@ def test_inserted_fields_are_kept_as_extras() -> None:
     assert ev.extras == {"MFU": 8.32, "lm_loss": 6.5, "moe_lb_loss": 0.0, "lr": 3e-4, "grad_norm": 12.34}
 
 
-def test_a_line_without_a_loss_or_with_a_bad_known_field_is_not_a_step() -> None:
-    assert step(b"completed step: 71, seconds: 30.309, TFLOP/s/device: 207.973, MFU: 8.32%") is None
+@pytest.mark.parametrize("native", [True, False], ids=["native", "pure"])
+def test_a_line_without_a_loss_is_a_step_without_one(native: bool) -> None:
+    """AMD maxtext-slurm's README cuts the step line before its loss: the step, its time and rates are
+    read; the loss is None (no NaN)."""
+    line = b" 8: completed step: 71, seconds: 30.309, TFLOP/s/device: 207.973, MFU: 8.32%\n"
+    parser = NodeLogParser(native=native)
+    evs = parser.feed(line) + parser.finish()
+    got = [e for e in evs if isinstance(e, StepEvent)]
+    assert len(got) == 1
+    ev = got[0]
+    assert (ev.step, ev.loss, ev.seconds, ev.tflops_per_device) == (71, None, 30.309, 207.973)
+    assert ev.extras == {"MFU": 8.32}
+    assert not [e for e in evs if isinstance(e, ErrorHit)]  # no NaN-loss finding
+
+
+def test_a_line_with_a_bad_known_field_is_not_a_step() -> None:
     assert step(b"completed step: 5, seconds: 0.2, total_weights: x, loss: 1.0") is None
     assert step(b"completed step: 5, seconds: 0.2, live slice count: 2.5, loss: 1.0") is None
     assert step(b"completed step: 5, seconds: x, loss: 1.0") is None

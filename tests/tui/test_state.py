@@ -81,6 +81,19 @@ def test_suite_view_folds_events() -> None:
     assert rv.loss_curve == {0: 5.0, 1: 4.9, 2: 4.8, 3: 4.7}
 
 
+def test_a_step_without_a_loss_moves_progress_and_keeps_the_last_loss() -> None:
+    """A step line cut before its loss (AMD maxtext-slurm's README form): the step and its time count, the
+    loss shown and the sparkline keep what was logged (no NaN is made up)."""
+    view = RunState()
+    view.apply(NodeLogEvent("R", 0, StepEvent(step=0, loss=5.0, line=1, seconds=2.0)))
+    view.apply(NodeLogEvent("R", 0, StepEvent(step=1, loss=None, line=2, seconds=1.5)))
+    nv = view.runs["R"].nodes[0]
+    assert nv.step == 1 and nv.step_seconds == 1.5 and nv.loss == 5.0
+    assert list(nv.losses) == [5.0] and view.runs["R"].loss_curve == {0: 5.0}
+    view.apply(NodeLogEvent("R", 1, StepEvent(step=0, loss=None, line=1, seconds=2.0)))
+    assert view.runs["R"].nodes[1].loss is None and list(view.runs["R"].nodes[1].losses) == []
+
+
 async def test_console_prints_progress_errors_and_verdicts() -> None:
     console = Console(record=True, width=140, color_system=None)
 

@@ -139,6 +139,7 @@ LOG_EVENTS: list[LogEvent] = [
         source="metric_logger.py:265",
     ),
     StepEvent(step=0, loss=3.0, line=2, kind=StepKind.PROFILER),
+    StepEvent(step=71, loss=None, line=1, seconds=30.309, tflops_per_device=207.973, extras={"MFU": 8.32}),
     MetricsFileStep(step=1, loss=None, step_time_seconds=0.25, values={"a": 1.0}, line=1),
     TflopsPerStepEvent(total_tflops=10.5, weight_pct=None, attention_pct=3.0, line=4),
     SystemInfoEvent(key="jax", value="0.4.35", line=5),

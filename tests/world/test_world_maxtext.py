@@ -12,18 +12,8 @@ import pytest
 
 from world import maxtext
 
-# label file stem -> what cvs-tui does not read yet
-KNOWN_MISSES = {
-    "tpu-v5p-deepseek2-16b-docs-2024": (
-        "the documented 3-step warm-up keeps step 3 (0.699 s, dispatch still settling) in a 10-step log's "
-        "window: TFLOP/s and tokens/s 4.6 % over the steady steps' (the label's window_note says why the "
-        "rule stands)"
-    ),
-    "mi355x-24n-slurm-mfu-heartbeat-2026": (
-        "the README cuts the step line before its loss; a line without a loss is not read as a step "
-        "(a step's loss is required in the C scanner, its Python twin and the judge)"
-    ),
-}
+# label file stem -> what cvs-tui does not read yet (empty: every log reads as labelled)
+KNOWN_MISSES: dict[str, str] = {}
 
 
 def _param(meta: Path) -> object:

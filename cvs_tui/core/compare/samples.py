@@ -94,7 +94,9 @@ def run_samples(run: RunRecord, min_steps: int = COMPARE_MIN_STEPS, gpu_name: st
     first = next((n for n in run.nodes if n.steps), None)
     if first is not None:
         for p in first.steps:
-            if p.kind == "train":
+            if p.kind == "train" and (
+                p.loss is not None or p.loss_text is not None
+            ):  # a line without one: none
                 losses[p.step] = p.loss if p.loss is not None else math.nan
     return RunSamples(samples, sorted(excluded), devices, why, notes, losses)
 

@@ -36,6 +36,11 @@ def nonfinite_text(x: float) -> str:
     return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
+# why every loss metric is N/A when step lines were logged without a loss (a harness or a README cut it off):
+# no loss is no evidence of a NaN, nor of a run that logged no step
+NO_LOSS_LOGGED = "the log has no loss on its step lines"
+
+
 def put_final_loss(last_step: int, last: float, first_finite: float | None, sheet: Sheet) -> None:
     """The final loss (the last step's) and whether it is below the first finite one."""
     put = sheet.put
@@ -100,9 +105,11 @@ def stream_losses(
     put = sheet.put
     sampled = log.scratch("sampled", CURVE)
     finite_pts = log.scratch("finite", CURVE)
-    if not sv.train:
-        put("training.final_loss", None, "not_produced", "no step line with a loss was logged")
-        put("training.loss_decreased", None, "not_produced", "no step line with a loss was logged")
+    with_loss = log.by_step_count() if sv.train else 0
+    if not with_loss:
+        why = NO_LOSS_LOGGED if sv.train else "no step line with a loss was logged"
+        put("training.final_loss", None, "not_produced", why)
+        put("training.loss_decreased", None, "not_produced", why)
     else:
         first_finite: float | None = None
         last_step, last = 0, math.nan
@@ -112,12 +119,12 @@ def stream_losses(
                 first_finite = float(ls[fin[0]])
             last_step, last = int(st[-1]), float(ls[-1])
         put_final_loss(last_step, last, first_finite, sheet)
-    _convergence(own, log, sv, eval_section(own, sheet), sheet)
-    if sv.train:
+    _convergence(own, log, sv, with_loss, eval_section(own, sheet), sheet)
+    if with_loss:
         lc = own.ctx.loss_curve
         every = lc.sample_every if lc.sample_every > 0 else 1
         miles = np.asarray(lc.milestone_steps, dtype=np.int64)
-        lo, n = 0, log.by_step_count()
+        lo, n = 0, with_loss
         for st, ls in log.by_step():
             keep = (st % every == 0) | np.isin(st, miles)
             if lo == 0:
@@ -130,16 +137,16 @@ def stream_losses(
             fin = keep & np.isfinite(ls)
             finite_pts.append("steps", st[fin])
             finite_pts.append("loss", ls[fin])
-    _curve_slope(own, sampled, sheet)
+    _curve_slope(own, sampled, bool(sv.train), sheet)
     return sampled, finite_pts
 
 
 def _convergence(
-    own: RunInputs, log: StreamLog, sv: Survey, final_evals: list[EvalEvent], sheet: Sheet
+    own: RunInputs, log: StreamLog, sv: Survey, with_loss: int, final_evals: list[EvalEvent], sheet: Sheet
 ) -> None:
     """Steps and time to the convergence target, on the eval loss or the training loss (by step, as
-    stream_losses reads it); the time is the seconds of the train steps up to it, each step once, in the
-    order the steps first appear."""
+    stream_losses reads it, ``with_loss`` the steps it yields); the time is the seconds of the train steps
+    up to it, each step once, in the order the steps first appear."""
     import numpy as np
 
     target = own.ctx.convergence.target_value
@@ -154,6 +161,10 @@ def _convergence(
         hit = next((s for s, v in pairs if math.isfinite(v) and v <= target), None)
         fin = [v for _, v in pairs if math.isfinite(v)]
         best = min(fin) if fin else None
+    elif sv.train and not with_loss:
+        for k in CONVERGENCE_KEYS:
+            sheet.put(k, None, "not_produced", f"{src}: {NO_LOSS_LOGGED}")
+        return
     elif sv.train:
         for st, ls in log.by_step():
             with np.errstate(invalid="ignore"):
@@ -182,11 +193,15 @@ def _convergence(
     sheet.put("training.time_to_target_seconds", chunk_sum(secs()))
 
 
-def _curve_slope(own: RunInputs, sampled: ColumnFiles, sheet: Sheet) -> None:
-    """loss.loss_curve_section's metric over the sampled points in ``sampled``."""
+def _curve_slope(own: RunInputs, sampled: ColumnFiles, trained: bool, sheet: Sheet) -> None:
+    """loss.loss_curve_section's metric over the sampled points in ``sampled`` (``trained``: train steps
+    were logged, with or without a loss)."""
     import numpy as np
 
     n = len(sampled)
+    if trained and not n:
+        sheet.put("training.loss_curve_slope", None, "not_produced", NO_LOSS_LOGGED)
+        return
     for _, c in sampled.chunks(["steps", "loss"], size=spill.CHUNK):
         bad = np.flatnonzero(~np.isfinite(c["loss"]))
         if len(bad):
@@ -226,7 +241,7 @@ def bounded_points(files: ColumnFiles, cap: int) -> list[tuple[int, float]]:
     else:
         idx = np.asarray(
             decimated_from(
-                n, lambda lo, hi: (files.read("loss", lo, hi), np.full(min(hi, n) - lo, -np.inf)), cap
+                n, lambda lo, hi: (files.read("loss", lo, hi), np.full(min(hi, n) - lo, -np.inf), None), cap
             ),
             dtype=np.int64,
         )
@@ -246,6 +261,7 @@ def finite_losses(log: StreamLog) -> dict[int, float]:
 
 __all__ = [
     "CURVE",
+    "NO_LOSS_LOGGED",
     "bounded_points",
     "eval_section",
     "finite_losses",

@@ -53,7 +53,10 @@ def _step_fields(e: StepEvent) -> dict[str, object]:
         "step": e.step,
         "kind": e.kind.value,
         "loss": finite(e.loss),
-        "loss_text": None if math.isfinite(e.loss) else ("nan" if math.isnan(e.loss) else str(e.loss)),
+        # a logged NaN/Inf is named; no loss on the line leaves both None
+        "loss_text": None
+        if e.loss is None or math.isfinite(e.loss)
+        else ("nan" if math.isnan(e.loss) else str(e.loss)),
         "seconds": finite(e.seconds),
         "tokens_per_sec": finite(e.tokens_per_device),
         "tflops_per_sec": finite(e.tflops_per_device),

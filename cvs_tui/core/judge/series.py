@@ -6,7 +6,8 @@ fixed size per node however long the run. Up to ``SERIES_CAP`` entries a series 
 
 * the step series is cut into ``(SERIES_CAP - 1) // 5`` buckets of consecutive step records, and each
   bucket keeps its first record, the ones with the lowest and the highest finite loss, the one with the
-  longest ``seconds`` and its first non-finite loss; the last record is always kept. A spike, a stall
+  longest ``seconds`` and its first non-finite loss (a record without a loss has none of these); the
+  last record is always kept. A spike, a stall
   or a NaN therefore stays visible on the charts;
 * a window's step list keeps every k-th step and the last one.
 
@@ -52,29 +53,34 @@ def thin_indexes(n: int, cap: int) -> list[int]:
 def decimated(loss: npt.NDArray[np.float64], secs: npt.NDArray[np.float64], cap: int) -> list[int]:
     """The indexes a bounded series keeps of ``n`` step records (see the module docstring): ``loss``
     each record's loss, ``secs`` its seconds where finite, else -inf."""
-    return decimated_from(len(loss), lambda lo, hi: (loss[lo:hi], secs[lo:hi]), cap)
+    return decimated_from(len(loss), lambda lo, hi: (loss[lo:hi], secs[lo:hi], None), cap)
 
 
-Bucket = Callable[[int, int], "tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]"]
+Bucket = Callable[
+    [int, int],
+    "tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_] | None]",
+]
 
 
 def decimated_from(n: int, read: Bucket, cap: int) -> list[int]:
     """:func:`decimated` of ``n`` records read a bucket at a time: ``read(lo, hi)`` gives the loss and
-    seconds arrays of records ``lo`` to ``hi`` (a long log's columns stay in their files)."""
+    seconds arrays of records ``lo`` to ``hi`` (a long log's columns stay in their files) and which
+    records have a loss (None: every one)."""
     import numpy as np
 
     buckets = max((cap - 1) // _PER_BUCKET, 1)
     size = -(-n // buckets)
     keep = {n - 1}
     for lo in range(0, n, size):
-        part, sp = read(lo, lo + size)
+        part, sp, has = read(lo, lo + size)
         finite = np.isfinite(part)
         keep.add(lo)
         if finite.any():
             keep.add(lo + int(np.where(finite, part, np.inf).argmin()))
             keep.add(lo + int(np.where(finite, part, -np.inf).argmax()))
-        if not finite.all():
-            keep.add(lo + int(np.flatnonzero(~finite)[0]))
+        bad = ~finite if has is None else ~finite & has
+        if bad.any():
+            keep.add(lo + int(np.flatnonzero(bad)[0]))
         if np.isfinite(sp).any():
             keep.add(lo + int(sp.argmax()))
     return sorted(keep)
@@ -130,11 +136,14 @@ def stream_series(log: StreamLog, cap: int) -> list[StepEvent]:
     if log.n <= cap:
         return log.events(list(range(log.n)))
 
-    def read(lo: int, hi: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    def read(
+        lo: int, hi: int
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
         f = log.files
         sec, has = f.read("seconds", lo, hi), f.read("has_seconds", lo, hi)
         with np.errstate(invalid="ignore"):
-            return f.read("loss", lo, hi), np.where(has & np.isfinite(sec), sec, -np.inf)
+            timed = np.where(has & np.isfinite(sec), sec, -np.inf)
+        return f.read("loss", lo, hi), timed, f.read("has_loss", lo, hi)
 
     return log.events(decimated_from(log.n, read, cap))
 

@@ -43,8 +43,10 @@ SPILL_COLUMNS = {
     "weights": "f8",
     "has_weights": "?",
     "timestamp": "f8",
+    "has_loss": "?",
 }
-# the optional fields' columns, in the scanner's order: NaN for None and a ``has_*`` mask (timestamp: NaN)
+# the optional fields' columns, in the scanner's order: NaN for None and a ``has_*`` mask (timestamp: NaN;
+# the loss's mask comes last)
 _SPILL_OPTIONAL = ("seconds", "tflops", "tokens", "weights", "timestamp")
 
 
@@ -66,6 +68,7 @@ class StepColumns:
     weights: npt.NDArray[np.float64]
     has_weights: npt.NDArray[np.bool_]
     timestamp: npt.NDArray[np.float64]  # NaN: None
+    has_loss: npt.NDArray[np.bool_]  # False: the step line has no loss (``loss`` is NaN there)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -79,7 +82,7 @@ class StepColumns:
         ts = float(self.timestamp[i])
         return StepEvent(
             step=int(self.step[i]),
-            loss=float(self.loss[i]),
+            loss=opt(self.loss, self.has_loss),
             line=int(self.line[i]),
             kind=KINDS[int(self.kind[i])],
             seconds=opt(self.seconds, self.has_seconds),
@@ -198,6 +201,7 @@ class StepCollector:
             put(name, cols[4 + 2 * k])
             if name != "timestamp":
                 put("has_" + name, cols[5 + 2 * k])
+        put("has_loss", cols[-1])  # the scanner's last column
         if self._sourced is None and sourced >= 0:
             self._sourced = self._step(batch, others, sourced)
         top = int(np.argmax(nums))  # the first of the highest
@@ -218,6 +222,8 @@ class StepCollector:
         import numpy as np
 
         assert self._refine is not None
+        if e.loss is None:
+            return e
         one = refined_losses(
             np.array([e.step], np.int64),
             np.array([KINDS.index(e.kind)], np.int8),
@@ -312,9 +318,10 @@ def each_chunk(files: ColumnFiles, *names: str) -> Iterator[Arrays]:
 
 class StepIndex:
     """Where a table's step numbers repeat or go back: for each step number ``lo + k`` the record of its
-    last train record and of its last record (-1: none), so the rules read a step by its first record
-    (the window, the stalls) or its last (the figures, the losses) as they do in a rising log. Held in
-    memory: 16 bytes per step number of the log's range, plus a one-byte seen-map per pass."""
+    last train record, of its last record and of its last record with a loss (-1: none), so the rules read
+    a step by its first record (the window, the stalls) or its last (the figures, the losses) as they do in
+    a rising log. Held in memory: 24 bytes per step number of the log's range, plus a one-byte seen-map
+    per pass."""
 
     def __init__(self, log: StreamLog) -> None:
         import numpy as np
@@ -328,12 +335,15 @@ class StepIndex:
         n = 0 if hi is None else hi - self.lo + 1
         self.last_train = np.full(n, -1, np.int64)
         self.last_any = np.full(n, -1, np.int64)
-        for g, c in log.chunks("step", "kind"):
+        self.last_loss = np.full(n, -1, np.int64)  # the last record with a loss
+        for g, c in log.chunks("step", "kind", "has_loss"):
             at = c["step"] - self.lo
             idx = np.arange(g, g + len(at), dtype=np.int64)
             np.maximum.at(self.last_any, at, idx)
             tr = c["kind"] == TRAIN
             np.maximum.at(self.last_train, at[tr], idx[tr])
+            hl = c["has_loss"]
+            np.maximum.at(self.last_loss, at[hl], idx[hl])
 
     def seen(self) -> npt.NDArray[np.uint8]:
         import numpy as np
@@ -386,22 +396,31 @@ class StreamLog:
         return out
 
     def by_step(self) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
-        """Every step number ascending with the loss of its last record, a chunk at a time."""
+        """Every step number ascending with the loss of its last record, a chunk at a time; a record
+        without a loss (the line has none) is left out, so a step whose records all lack one is too."""
         import numpy as np
 
         if self.index is None:
-            for _, c in self.chunks("step", "loss"):
-                yield c["step"], c["loss"]
+            for _, c in self.chunks("step", "loss", "has_loss"):
+                h = c["has_loss"]
+                if h.all():
+                    yield c["step"], c["loss"]
+                elif h.any():  # never an empty chunk: the readers take its last value
+                    yield c["step"][h], c["loss"][h]
             return
         ix = self.index
-        for a in range(0, len(ix.last_any), spill.CHUNK):
-            rec = ix.last_any[a : a + spill.CHUNK]
+        last = ix.last_loss
+        for a in range(0, len(last), spill.CHUNK):
+            rec = last[a : a + spill.CHUNK]
             have = np.flatnonzero(rec >= 0)
             if len(have):
                 yield have + a + ix.lo, self.take_any("loss", rec[have])
 
     def by_step_count(self) -> int:
-        return self.n if self.index is None else int((self.index.last_any >= 0).sum())
+        """The number of steps :meth:`by_step` yields."""
+        if self.index is None:
+            return sum(int(c["has_loss"].sum()) for _, c in self.chunks("has_loss"))
+        return int((self.index.last_loss >= 0).sum())
 
     def chunks(self, *names: str) -> Iterator[tuple[int, Arrays]]:
         return self.files.chunks(names, size=spill.CHUNK)

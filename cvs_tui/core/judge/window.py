@@ -21,7 +21,7 @@ from cvs_tui.core.events import (
 from cvs_tui.core.judge.background import background
 from cvs_tui.core.judge.definitions import DevicePeak
 from cvs_tui.core.judge.stalls import StallReport, stream_stalls
-from cvs_tui.core.judge.steady import Chunk, step_rates, window_drops_chunked
+from cvs_tui.core.judge.steady import STEADY_BAND, Chunk, step_rates, window_drops_chunked
 from cvs_tui.core.judge.table import PROFILER, TRAIN, Arrays, StreamLog
 
 if TYPE_CHECKING:
@@ -46,9 +46,9 @@ WINDOW_DEFINITION = (
     "(MaxText writes step lines at least one step late). A stall is dropped too: a step whose seconds "
     "exceed max(median + 6 x 1.4826 x MAD, 3 x median, median + 1 s) of the node's own post-warm-up steps "
     "(see 'Stalls and goodput'). So is a step above the device's peak TFLOP/s, and a step beside a dropped "
-    "one whose seconds are outside the node's steady band (at least 1/1.5..1.5 x the median and 3 x 1.4826 "
-    "x MAD: time moves between neighbouring steps under asynchronous dispatch; see 'Steady state under "
-    "asynchronous dispatch'). The perf "
+    f"one whose seconds are outside the node's steady band (at least 1/{STEADY_BAND:g}..{STEADY_BAND:g} x "
+    "the median and 3 x 1.4826 x MAD: time moves between neighbouring steps under asynchronous dispatch; "
+    "see 'Steady state under asynchronous dispatch'). The perf "
     f"metrics use the steps clean on every node; fewer than {MIN_CLEAN_STEPS} of them makes every perf "
     "metric inconclusive (this minimum suits CPU-size and smoke runs; production runs keep hundreds)."
 )

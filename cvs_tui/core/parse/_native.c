@@ -866,8 +866,8 @@ static PyObject *key_str(uc *s, Py_ssize_t len) {
 
 /* The step fields of the `, key: value` pairs b[i:j] (dialects.step_fields): the known keys into v[], the
  * others into a dict (a value may end in `%`; one that is not a number is left out). 0 on success; -1
- * with ValueError set when the line is not a step (no loss, or a known field that is not a number), -1
- * with another error on failure. The first of a key wins. */
+ * with ValueError set when the line is not a step (a known field that is not a number), -1 with another
+ * error on failure. A field the line lacks stays NULL (the caller makes it None). The first of a key wins. */
 static int step_fields(uc *b, Py_ssize_t i, Py_ssize_t j, PyObject **v) {
     PyObject *d = PyDict_New();
     if (!d) return -1;
@@ -923,10 +923,6 @@ static int step_fields(uc *b, Py_ssize_t i, Py_ssize_t j, PyObject **v) {
         Py_DECREF(key);
         Py_DECREF(val);
         if (bad) return -1;
-    }
-    if (!v[F_LOSS]) {
-        PyErr_SetString(PyExc_ValueError, "no loss");
-        return -1;
     }
     return 0;
 }
@@ -1010,6 +1006,7 @@ static PyObject *make_step(uc *b, Py_ssize_t n_all, step_match *m, Py_ssize_t s,
     v[F_LINE] = Py_NewRef(line);
     if (!(v[F_STEP] = to_int(b, m->st.s, m->st.e))) goto fail;
     if (!(v[F_SEC] = to_float(b, m->sec.s, m->sec.e))) goto fail;
+    if (!v[F_LOSS]) v[F_LOSS] = Py_NewRef(Py_None);
     for (int k = F_TF; k <= F_SL; k++)
         if (!v[k]) v[k] = Py_NewRef(Py_None);
     PyObject *obj = step_cls->tp_alloc(step_cls, 0);
@@ -1091,7 +1088,7 @@ static PyObject *scan_steps(PyObject *self, PyObject *args) {
         PyObject *loss = *(PyObject **)((char *)ev + step_offsets[F_LOSS]);
         PyObject *tf = *(PyObject **)((char *)ev + step_offsets[F_TF]);
         PyObject *tok = *(PyObject **)((char *)ev + step_offsets[F_TOK]);
-        int nan_loss = !isfinite(PyFloat_AS_DOUBLE(loss));
+        int nan_loss = loss != Py_None && !isfinite(PyFloat_AS_DOUBLE(loss));
         int nan_rate = (tf != Py_None && !isfinite(PyFloat_AS_DOUBLE(tf))) ||
                        (tok != Py_None && !isfinite(PyFloat_AS_DOUBLE(tok)));
         PyObject *at = (nan_loss || nan_rate) ? PyLong_FromSsize_t(cur) : NULL;
@@ -1315,7 +1312,7 @@ static PyObject *clock_lines(PyObject *self, PyObject *args) {
  * Step columns (judge/columns.py): the fields the judge reads of each step event of a parsed batch, as typed
  * arrays, read from the slots configure() found. Twin: _pyscan.step_columns.
  * ------------------------------------------------------------------------------------------------------- */
-enum { C_STEP, C_LINE, C_LOSS, C_KIND, C_SEC, C_HSEC, C_TF, C_HTF, C_TOK, C_HTOK, C_TW, C_HTW, C_TS, NCOLS };
+enum { C_STEP, C_LINE, C_LOSS, C_KIND, C_SEC, C_HSEC, C_TF, C_HTF, C_TOK, C_HTOK, C_TW, C_HTW, C_TS, C_HLOSS, NCOLS };
 
 static PyObject *step_columns(PyObject *self, PyObject *args) {
     PyObject *events, *kinds;
@@ -1324,7 +1321,7 @@ static PyObject *step_columns(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
         return NULL;
     }
-    static const int width[NCOLS] = {8, 8, 8, 1, 8, 1, 8, 1, 8, 1, 8, 1, 8};
+    static const int width[NCOLS] = {8, 8, 8, 1, 8, 1, 8, 1, 8, 1, 8, 1, 8, 1};
     static const int opt_field[5] = {F_SEC, F_TF, F_TOK, F_TW, F_TS};
     Py_ssize_t n = PyList_GET_SIZE(events), nsteps = 0, sourced = -1;
     char *col[NCOLS] = {0};
@@ -1354,8 +1351,9 @@ static PyObject *step_columns(PyObject *self, PyObject *args) {
         }
         Py_ssize_t j = nsteps;
         long long step = PyLong_AsLongLong(f[F_STEP]), line = PyLong_AsLongLong(f[F_LINE]);
-        double loss = PyFloat_AsDouble(f[F_LOSS]);
+        double loss = f[F_LOSS] == Py_None ? NAN : PyFloat_AsDouble(f[F_LOSS]);
         if (PyErr_Occurred()) goto done;
+        col[C_HLOSS][j] = f[F_LOSS] != Py_None;
         memcpy(col[C_STEP] + 8 * j, &step, 8);
         memcpy(col[C_LINE] + 8 * j, &line, 8);
         memcpy(col[C_LOSS] + 8 * j, &loss, 8);

@@ -137,8 +137,7 @@ def scan_steps(
             continue
         steps.append(ev)
         recs.append(i)
-        loss = ev.loss
-        if loss != loss or loss in (_INF, _NINF):
+        if not_finite(ev.loss):
             nonfinite.append(p)
         tf, tok = ev.tflops_per_device, ev.tokens_per_device
         if (tf is not None and (tf != tf or tf in (_INF, _NINF))) or (
@@ -330,9 +329,10 @@ def step_columns(
     events: list[LogEvent], kinds: tuple[StepKind, ...]
 ) -> tuple[tuple[bytes, ...], list[int], int]:
     """The fields the judge reads of each step event (``type(e) is`` the configured step class) of
-    ``events``, as the bytes of typed arrays: step, line (int64), loss (float64), kind (int8: the index in
-    ``kinds``), then seconds, TFLOP/s, tokens and total weights (float64, NaN for None) each with a has-value
-    byte column, then timestamp (float64, NaN for None). Also the indexes of the other events, and the
+    ``events``, as the bytes of typed arrays: step, line (int64), loss (float64, NaN for None), kind (int8:
+    the index in ``kinds``), then seconds, TFLOP/s, tokens and total weights (float64, NaN for None) each
+    with a has-value byte column, then timestamp (float64, NaN for None), then the loss's has-value byte
+    column. Also the indexes of the other events, and the
     first step (in step order) with a non-empty source, -1 if none."""
     steps = [e for e in events if type(e) is _step_cls]
     others = [i for i, e in enumerate(events) if type(e) is not _step_cls]
@@ -340,7 +340,7 @@ def step_columns(
     cols: list[bytes] = [
         array("q", [e.step for e in steps]).tobytes(),
         array("q", [e.line for e in steps]).tobytes(),
-        array("d", [e.loss for e in steps]).tobytes(),
+        array("d", [_NAN if e.loss is None else e.loss for e in steps]).tobytes(),
         bytes([code[e.kind] for e in steps]),
     ]
     for name in _OPTIONAL_FIELDS:
@@ -348,5 +348,6 @@ def step_columns(
         cols.append(array("d", [_NAN if v is None else v for v in raw]).tobytes())
         if name != "timestamp":
             cols.append(bytes(v is not None for v in raw))
+    cols.append(bytes(e.loss is not None for e in steps))
     sourced = next((i for i, e in enumerate(steps) if e.source), -1)
     return tuple(cols), others, sourced

@@ -151,9 +151,10 @@ def _text(raw: bytes) -> str:
 # A step line is `completed step: N, seconds: S` and then any `, key: value` pairs, in any order: MaxText
 # vintages differ in which fields they print (2023: `TFLOP/s`, 2024: no Tokens/s/device, no total_weights;
 # rampup steps omit the rates), harnesses insert their own (`MFU: 8.32%`) and newer MaxText appends
-# lm_loss, perplexity, moe_lb_loss, ... The known keys fill the step's fields (step_fields); a line without
-# a loss is not a step. Values are taken loosely (anything up to the next comma or blank, at most 64 bytes)
-# and checked by float(): a known field float() rejects drops the step, an unknown one is left out.
+# lm_loss, perplexity, moe_lb_loss, ... The known keys fill the step's fields (step_fields); any of them may
+# be missing, the loss too (a harness or a README may cut the line before it). Values are taken loosely
+# (anything up to the next comma or blank, at most 64 bytes) and checked by float(): a known field float()
+# rejects drops the step, an unknown one is left out.
 _V = rb"([^,\s]{1,64})"
 STEP_KEY = rb"[A-Za-z_][A-Za-z0-9_/ ]{0,63}"
 STEP = re.compile(
@@ -168,14 +169,14 @@ STEP_FIELDS: dict[bytes, str] = {
     b"total_weights": "total_weights",
     b"live slice count": "live_slices",
 }
-StepFields = tuple[float, float | None, float | None, float | None, int | None, dict[str, float]]
+StepFields = tuple[float | None, float | None, float | None, float | None, int | None, dict[str, float]]
 
 
 def step_fields(raw: bytes) -> StepFields | None:
     """The `, key: value` pairs of a step line (as the step regex matched them) -> (loss, TFLOP/s, tokens/s,
-    total_weights, live slices, extras); None when the line has no loss or a known field is not a number
-    (not a step line after all). An extra's value may end in `%` (`MFU: 8.32%`); one that is not a number
-    is left out."""
+    total_weights, live slices, extras), None for a field the line lacks; None when a known field is not
+    a number (not a step line after all). An extra's value may end in `%` (`MFU: 8.32%`); one that is not
+    a number is left out."""
     found: dict[str, float | int] = {}
     extras: dict[str, float] = {}
     if raw:
@@ -204,11 +205,9 @@ def step_fields(raw: bytes) -> StepFields | None:
                 extras[key] = float(v)
             except ValueError:
                 continue
-    if "loss" not in found:
-        return None
     sl = found.get("live_slices")
     return (
-        float(found["loss"]),
+        _opt(found.get("loss")),
         _opt(found.get("tflops")),
         _opt(found.get("tokens")),
         _opt(found.get("total_weights")),

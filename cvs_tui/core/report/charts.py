@@ -69,15 +69,20 @@ def loss_chart(run: RunRecord) -> str | None:
     node = next((n for n in run.nodes if n.steps), None)
     if node is None:
         return None
+    pts = _thin([(p.step, p.loss) for p in node.steps if p.loss is not None])
+    samples = list(run.loss_curve.points) if run.loss_curve else []
+    evals = _thin([(e.step, e.loss) for e in node.evals if e.loss is not None], MAX_MARKERS)
+    bad = [p.step for p in node.steps if p.loss_text is not None]  # a logged NaN/Inf, not a line without one
+    if not (pts or samples or evals or bad):  # the step lines carry no loss
+        return None
     with rc_context(_STYLE):
         fig = Figure(figsize=(7.2, 3.0), dpi=100, layout="constrained")
         ax = fig.add_subplot()
-        pts = _thin([(p.step, p.loss) for p in node.steps if p.loss is not None])
         if pts:
             ax.plot([s for s, _ in pts], [v for _, v in pts], color=PALETTE[0], lw=1.6, label="training loss")
-        if run.loss_curve and run.loss_curve.points:
+        if samples:
             ax.plot(
-                *zip(*_thin(list(run.loss_curve.points), MAX_MARKERS), strict=True),
+                *zip(*_thin(samples, MAX_MARKERS), strict=True),
                 "o",
                 ms=4.5,
                 mfc="white",
@@ -85,10 +90,8 @@ def loss_chart(run: RunRecord) -> str | None:
                 mew=1.4,
                 label="loss-curve samples",
             )
-        evals = _thin([(e.step, e.loss) for e in node.evals if e.loss is not None], MAX_MARKERS)
         if evals:
             ax.plot(*zip(*evals, strict=True), "s", ms=5, color=PALETTE[1], label="eval loss")
-        bad = [p.step for p in node.steps if p.loss is None]
         for i, s in enumerate(bad[:20]):
             ax.axvline(s, color="#c62828", lw=1.2, ls="--", label="NaN/Inf loss" if i == 0 else None)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -46,7 +46,8 @@ def with_full_precision_losses(events: Sequence[LogEvent], full: Mapping[int, fl
     rule the step table applies as it collects (``judge.table.refined_losses``)."""
     import numpy as np
 
-    steps = [(i, e) for i, e in enumerate(events) if isinstance(e, StepEvent)]
+    # a step line without a loss has none to refine
+    steps = [(i, e) for i, e in enumerate(events) if isinstance(e, StepEvent) and e.loss is not None]
     out = list(events)
     if not full or not steps:
         return out
@@ -55,12 +56,12 @@ def with_full_precision_losses(events: Sequence[LogEvent], full: Mapping[int, fl
     loss = refined_losses(
         np.fromiter((e.step for _, e in steps), np.int64, len(steps)),
         np.fromiter((KINDS.index(e.kind) for _, e in steps), np.int8, len(steps)),
-        np.fromiter((e.loss for _, e in steps), np.float64, len(steps)),
+        np.fromiter((e.loss or 0.0 for _, e in steps), np.float64, len(steps)),
         keys[order],
         np.fromiter(full.values(), np.float64, len(full))[order],
     )
     for (i, e), x in zip(steps, loss.tolist(), strict=True):
-        if x != e.loss and not (math.isnan(x) and math.isnan(e.loss)):
+        if e.loss is not None and x != e.loss and not (math.isnan(x) and math.isnan(e.loss)):
             out[i] = dataclasses.replace(e, loss=x)
     return out
 
