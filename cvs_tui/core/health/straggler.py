@@ -231,9 +231,11 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     if flags_in:
         frac_in = sum(flags_in) / len(flags_in)
         frac_out = sum(flags_out) / len(flags_out) if flags_out else 0.0
+        why = sorted({r for p in tin if p.throttled for r in p.throttle_reasons or ()})
+        named = f" ({', '.join(why)})" if why else ""
         sc[Cause.THROTTLE].add(
             2 * (frac_in - frac_out),
-            f"GPU throttled in {sum(flags_in)}/{len(flags_in)} samples of the window "
+            f"GPU throttled{named} in {sum(flags_in)}/{len(flags_in)} samples of the window "
             f"({sum(flags_out)}/{len(flags_out)} outside it)",
         )
 
@@ -251,30 +253,41 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
                 )
                 break
 
-    ecc = [
-        (p.at, (p.ecc_correctable or 0) + (p.ecc_uncorrectable or 0))
-        for p in n.telemetry
-        if p.ecc_correctable is not None or p.ecc_uncorrectable is not None
-    ]
-    if len(ecc) >= 2:
-        before = [v for a, v in ecc if a < w.start - PAD_S]
-        during = [v for a, v in ecc if w.start - PAD_S <= a <= w.end]
+    rises: list[str] = []
+    total_rise = 0
+    for label, count in _COUNTERS:
+        series = [(p.at, v) for p in n.telemetry if (v := count(p)) is not None]
+        if len(series) < 2:
+            continue
+        before = [v for a, v in series if a < w.start - PAD_S]
+        during = [v for a, v in series if w.start - PAD_S <= a <= w.end]
         if during:
-            base = before[-1] if before else ecc[0][1]
+            base = before[-1] if before else series[0][1]
             rose = max(during) - base
             earlier = before[-1] - before[0] if len(before) >= 2 else 0
             if rose > 0 and rose > earlier:
-                sc[Cause.ECC].add(1.0 + min(rose, 1000) / 1000, f"ECC error totals +{rose} in the window")
+                rises.append(f"{label} +{rose}")
+                total_rise += rose
+    if rises:
+        sc[Cause.ECC].add(1.0 + min(total_rise, 1000) / 1000, f"{', '.join(rises)} in the window")
 
-    for attr, unit in (("pcie_width", "lanes"), ("pcie_speed_gts", "GT/s")):
+    for attr, top, unit in (
+        ("pcie_width", "pcie_width_max", "lanes"),
+        ("pcie_speed_gts", "pcie_speed_max_gts", "GT/s"),
+    ):
         now_v = _least([getattr(p, attr) for p in tin])
+        before_v = _least([getattr(p, attr) for p in tout])
+        most = _median_or_none([getattr(p, top) for p in tin])
         refs = [
             (_median_or_none([getattr(p, attr) for p in tout]), "outside the window"),
             (_median_or_none([getattr(p, attr) for p in peer_tin]), "on the other nodes"),
+            # the link's own maximum, unless it was already below it before the window
+            (most if before_v is None or most is None or before_v >= most else None, "its maximum"),
         ]
         for ref, what in refs:
             if now_v is not None and ref and now_v < ref:
-                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}")
+                of = f" (its maximum {most:g})" if most and what != "its maximum" else ""
+                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}{of}")
                 break
 
     for attr, what in (
@@ -315,6 +328,20 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
         sc[Cause.CLOCK] = _Score()
     return sc
+
+
+def _ecc_total(p: TelemetryPoint) -> int | None:
+    if p.ecc_correctable is None and p.ecc_uncorrectable is None:
+        return None
+    return (p.ecc_correctable or 0) + (p.ecc_uncorrectable or 0)
+
+
+# running totals whose rise in the window is a sign of failing GPU memory
+_COUNTERS: tuple[tuple[str, Callable[[TelemetryPoint], int | None]], ...] = (
+    ("ECC error totals", _ecc_total),
+    ("retired pages", lambda p: p.retired_pages),
+    ("remapped rows", lambda p: p.remapped_rows),
+)
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
