@@ -6,7 +6,8 @@ per sample with the injected change written into the copy (``power.throttle_stat
 clock, the PCIe link, the ECC totals) and read back by the real parser (:func:`parse_amd_smi_metric`).
 NVIDIA nodes: the real ``nvidia-smi -q`` recording of an H100 SXM (``fixtures/smi/nvidia-smi-q-h100.txt``,
 driver 560.35.03), copied per sample with the change written into its own sections (a thermal or power
-clock event reason set Active, the SM clock, "GPU Link Info" gen 5 -> 3 or 16x -> 8x, the volatile ECC
+clock event reason set Active, on every node "SW Power Cap" coming and going as on GPUs training at
+their power limit, the SM clock, "GPU Link Info" gen 5 -> 3 or 16x -> 8x, the volatile ECC
 counters or remapped rows), read by the real ``-q`` reader (:func:`nvidia_q_rows`) as the cells the
 ``--query-gpu`` query prints, and those cells by the real CSV parser (:func:`parse_nvidia_smi_csv`); a
 third of the NVIDIA scenarios use the pre-535 section name "Clocks Throttle Reasons" and field names
@@ -130,7 +131,7 @@ def _nvidia_smi(
     t = _set(_set(t, "Clocks", "SM", sm), "Clocks", "Graphics", sm)
     t = _set(t, "Utilization", "Gpu", "100 %")
     t = _set(t, "Clocks Event Reasons", "Idle", "Not Active")  # it is training, not idle
-    for reason in reasons:
+    for reason in set(reasons):
         t = _set(t, "Clocks Event Reasons", reason, "Active")
     t = _set(t, "PCI", "Current", str(gen))  # PCIe Generation's Current comes first under PCI
     t = _set(t, "PCI", "Device Current", str(gen))
@@ -165,8 +166,10 @@ def scenario(
     cause: Cause | None,
     vendor: str = "amd",
     nv_fields: tuple[str, ...] = NVIDIA_FIELDS,
+    ecc_via_rows: bool | None = None,
 ) -> Scenario:
-    """One scenario on ``vendor`` ("amd" or "nvidia") nodes; ``nv_fields``: what nvidia-smi is asked."""
+    """One scenario on ``vendor`` ("amd" or "nvidia") nodes; ``nv_fields``: what nvidia-smi is asked;
+    ``ecc_via_rows``: an NVIDIA ECC fault as remapped rows (True) or ECC counts (False), else either."""
     n_nodes = rng.choice([2, 4, 8])
     steps = 400
     slow_node = rng.randrange(n_nodes) if cause is not None else None
@@ -193,8 +196,12 @@ def scenario(
     n_samples = int((at - t0) / SAMPLE_S)
     old_names = vendor == "nvidia" and rng.random() < 1 / 3
     throttle = rng.choice(NV_THROTTLES) if vendor == "nvidia" else ()
+    # a training GPU often runs at its power limit: "SW Power Cap" comes and goes on every node
+    capped = rng.uniform(0.0, 0.5) if vendor == "nvidia" else 0.0
     link = rng.choice([(3, 16), (5, 8), (3, 8)]) if vendor == "nvidia" else (5, 16)
     via_rows = vendor == "nvidia" and rng.random() < 0.5  # the ECC sign as remapped rows
+    if vendor == "nvidia" and ecc_via_rows is not None:
+        via_rows = ecc_via_rows
     psi_shared = [rng.uniform(2, 12) for _ in range(n_samples + 1)]  # one kernel: the same on every node
     for k in range(n_nodes):
         bad = k == slow_node
@@ -222,7 +229,8 @@ def scenario(
                 text = _nvidia_smi(
                     rng,
                     clock=clock * NV_CLOCK / BASE_CLOCK,
-                    reasons=throttle if hit and cause is Cause.THROTTLE else (),
+                    reasons=(throttle if hit and cause is Cause.THROTTLE else ())
+                    + (("SW Power Cap",) if rng.random() < capped else ()),
                     gen=gen,
                     width=width,
                     ce=ce,

@@ -12,10 +12,12 @@ not from its own step line. The rule (docs/metrics.md, "Straggler cause"):
    whole run its window, with the other nodes' median as healthy.
 2. **Evidence per node and cause class**, in the window against the node's own samples outside it
    and against the other nodes in it, each scored so that 1.0 is a clear sign:
-   thermal or power throttling (the GPU tool says throttled; kernel "GPU is throttled"), clock drop
-   (graphics clock ``CLOCK_DROP_PCT`` % below its own or its peers' level), ECC or retired pages (ECC
-   totals rising; kernel RAS/bad-page/row-remap lines), PCIe/XGMI link downgrade (fewer lanes or a
-   lower speed than before or than the peers; kernel AER/link/XGMI lines), host CPU contention (CPU
+   thermal or power throttling (the GPU tool says throttled, or names a thermal/power reason, in at
+   least ``MIN_FLAGGED`` samples and more often than outside the window and than on the other nodes;
+   kernel "GPU is throttled"), clock drop (graphics clock ``CLOCK_DROP_PCT`` % below its own or its
+   peers' level), ECC or retired pages (ECC totals, retired pages or remapped rows rising; kernel
+   RAS/bad-page/row-remap lines), PCIe/XGMI link downgrade (fewer lanes or a lower speed than before,
+   than the peers or than the link's own maximum; kernel AER/link/XGMI lines), host CPU contention (CPU
    steal, CPU pressure, the trainer throttled by its CPU quota or waiting for a CPU, ``HOST_PP``
    points above before/peers; kernel soft-lockup/hung-task/RCU lines), NIC errors (kernel NIC/RDMA
    lines). A clock drop explained by a throttle counts as the throttle.
@@ -52,6 +54,7 @@ MIN_STEPS = 5  # a window is at least this many steps
 CLOCK_DROP_PCT = 8.0  # a graphics clock this far below its own or its peers' level is a drop
 HOST_PP = 10.0  # percentage points of CPU steal/pressure/throttled/wait over before or peers
 MARGIN = 0.5  # the straggler's score beats every other node's for that cause by this much
+MIN_FLAGGED = 3  # a throttle flag counts once set in this many samples of the window (15 s at 5 s)
 PAD_S = 10.0  # findings and samples this close before the window count in it (a sampling interval)
 
 
@@ -226,18 +229,31 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     hin, hout = _split(n.host_timing, w)
     peer_hin = [p for o in peers for p in _split(o.host_timing, w)[0]]
 
-    flags_in = [p.throttled for p in tin if p.throttled is not None]
-    flags_out = [p.throttled for p in tout if p.throttled is not None]
-    if flags_in:
-        frac_in = sum(flags_in) / len(flags_in)
-        frac_out = sum(flags_out) / len(flags_out) if flags_out else 0.0
-        why = sorted({r for p in tin if p.throttled for r in p.throttle_reasons or ()})
-        named = f" ({', '.join(why)})" if why else ""
-        sc[Cause.THROTTLE].add(
-            2 * (frac_in - frac_out),
-            f"GPU throttled{named} in {sum(flags_in)}/{len(flags_in)} samples of the window "
-            f"({sum(flags_out)}/{len(flags_out)} outside it)",
-        )
+    # the throttle flag, and each reason where the tool names them (nvidia-smi): a GPU at its power
+    # limit shows "SW power cap" on and off all run long, on every node, which must neither hide a
+    # thermal slowdown new in the window nor pass for one
+    reasons = sorted({r for p in tin for r in p.throttle_reasons or ()})
+    flags: list[tuple[str, Callable[[TelemetryPoint], bool | None]]] = [
+        *((f" ({r})", _reason_flag(r)) for r in reasons),
+        ("", lambda p: p.throttled),  # last: a reason rising as much is the one named
+    ]
+    best: tuple[float, str] | None = None
+    for what, flag in flags:
+        f_in = [f for p in tin if (f := flag(p)) is not None]
+        f_out = [f for p in tout if (f := flag(p)) is not None]
+        f_peers = [f for p in peer_tin if (f := flag(p)) is not None]
+        if sum(f_in) < MIN_FLAGGED:
+            continue
+        level = max(_share(f_out), _share(f_peers))  # above both its own level and its peers'
+        rise = _share(f_in) - level
+        if best is None or rise > best[0]:
+            best = (
+                rise,
+                f"GPU throttled{what} in {sum(f_in)}/{len(f_in)} samples of the window "
+                f"({sum(f_out)}/{len(f_out)} outside it, {100 * _share(f_peers):.0f} % on the other nodes)",
+            )
+    if best is not None:
+        sc[Cause.THROTTLE].add(2 * best[0], best[1])
 
     clk_in = _mean([p.gfx_clock_mhz for p in tin])
     for ref, what in (
@@ -328,6 +344,14 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
         sc[Cause.CLOCK] = _Score()
     return sc
+
+
+def _reason_flag(reason: str) -> Callable[[TelemetryPoint], bool | None]:
+    return lambda p: None if p.throttle_reasons is None else reason in p.throttle_reasons
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _ecc_total(p: TelemetryPoint) -> int | None:
