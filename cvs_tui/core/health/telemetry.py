@@ -548,7 +548,7 @@ class TelemetrySampler:
                 r = await self.transport.run(self._env() + command, timeout=self.timeout)
             except TransportError as exc:
                 raise TelemetryError(f"{self.host}: {self.tool} failed: {exc}") from exc
-            if r.rc == 0 or not self._drop_unknown_field(r.err or r.out):
+            if r.rc == 0 or not self._drop_unknown_field(f"{r.err}\n{r.out}"):
                 break
         if r.rc != 0:
             raise TelemetryError(f"{self.host}: {self.tool} exited {r.rc}: {(r.err or r.out).strip()[:200]}")
