@@ -434,6 +434,13 @@ class GpuSample:
     throttled: bool | None = None  # the tool says the GPU is throttled now (thermal, power, VR, ...)
     pcie_width: int | None = None  # the link's current lanes
     pcie_speed_gts: float | None = None  # the link's current speed, GT/s
+    throttle_reasons: tuple[str, ...] | None = None  # the active thermal/power reasons (nvidia-smi)
+    gfx_clock_max_mhz: float | None = None  # the graphics (SM) clock's maximum
+    pcie_width_max: int | None = None  # the most lanes this GPU and slot can train to
+    pcie_speed_max_gts: float | None = None  # the fastest speed they can train to, GT/s
+    retired_pages: int | None = None  # pages retired for ECC errors (single + double bit)
+    remapped_rows: int | None = None  # rows remapped for ECC errors (correctable + uncorrectable)
+    unreadable: tuple[str, ...] = ()  # the tool's fields it answered N/A, Not Supported or did not know
 
 
 @dataclass(frozen=True, slots=True)

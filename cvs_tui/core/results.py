@@ -242,6 +242,13 @@ class GpuSampleRecord(_Model):
     throttled: bool | None = None
     pcie_width: int | None = None
     pcie_speed_gts: float | None = None
+    throttle_reasons: list[str] | None = None
+    gfx_clock_max_mhz: float | None = None
+    pcie_width_max: int | None = None
+    pcie_speed_max_gts: float | None = None
+    retired_pages: int | None = None
+    remapped_rows: int | None = None
+    unreadable: list[str] = Field(default_factory=list)
 
 
 class TelemetryPoint(_Model):
@@ -260,6 +267,13 @@ class TelemetryPoint(_Model):
     pcie_speed_gts: float | None = None
     ecc_correctable: int | None = None
     ecc_uncorrectable: int | None = None
+    throttle_reasons: list[str] | None = None
+    gfx_clock_max_mhz: float | None = None
+    pcie_width_max: int | None = None
+    pcie_speed_max_gts: float | None = None
+    retired_pages: int | None = None
+    remapped_rows: int | None = None
+    unreadable: list[str] = Field(default_factory=list)
 
 
 class HostPoint(_Model):

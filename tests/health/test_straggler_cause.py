@@ -1,5 +1,6 @@
 """The straggler's node and cause class on injected scenarios (tests/health/_straggler_scenarios.py: replays
-of real amd-smi output and real kernel lines with the fault written into copies), and none on clean runs."""
+of real amd-smi and nvidia-smi output and real kernel lines with the fault written into copies), and none
+on clean runs. benchmarks/straggler_cause.py prints the figures per vendor."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import random
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _straggler_scenarios import clean, corpus, scenario
+from _straggler_scenarios import NV_FIELDS_BEFORE, clean, corpus, scenario
 
 from cvs_tui.core.health.host import host_point, parse_probe
 from cvs_tui.core.health.straggler import Cause, NodeEvidence, find_straggler, slow_window
@@ -39,6 +41,48 @@ def test_the_slowed_node_and_its_cause_class_are_named_in_at_least_85_percent() 
 def test_no_straggler_is_named_on_clean_runs() -> None:
     named = [got.line() for sc in clean(seed=31, count=30) if (got := find_straggler(sc.nodes, sc.job))]
     assert named == []
+
+
+def test_on_nvidia_nodes_the_cause_class_is_named_as_on_amd() -> None:
+    """Replays of a recorded H100's ``nvidia-smi -q`` with the fault in its own sections (clock event
+    reasons, SM clock, GPU Link Info, ECC and remapped rows), read as the ``--query-gpu`` fields."""
+    right: Counter[Cause] = Counter()
+    scenarios = corpus(seed=30, per_cause=PER_CAUSE, vendor="nvidia")
+    misses = []
+    for sc in scenarios:
+        got = find_straggler(sc.nodes, sc.job)
+        if got is not None and got.node == sc.slow_node and got.cause is sc.cause:
+            right[got.cause] += 1
+        else:
+            misses.append((sc.cause, round(sc.slowdown, 3), got and (got.node, got.cause)))
+    assert sum(right.values()) / len(scenarios) >= 0.85, misses
+    assert all(right[c] >= PER_CAUSE // 2 for c in Cause), right
+    named = [g.line() for sc in clean(31, 20, vendor="nvidia") if (g := find_straggler(sc.nodes, sc.job))]
+    assert named == []
+
+
+def _nvidia(seed: int, cause: Cause, count: int, **kw: Any) -> list[str]:
+    """The evidence named for ``count`` NVIDIA scenarios of ``cause`` (those whose cause was named)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        sc = scenario(rng, cause, "nvidia", **kw)
+        got = find_straggler(sc.nodes, sc.job)
+        out.append(got.evidence if got is not None and got.cause is cause else "")
+    return out
+
+
+def test_nvidia_evidence_names_the_reason_the_link_maximum_and_the_remapped_rows() -> None:
+    throttle = _nvidia(35, Cause.THROTTLE, 3)
+    assert all(any(r in e for r in ("SW power cap", "HW slowdown", "SW thermal slowdown")) for e in throttle)
+    assert all("(its maximum " in e for e in _nvidia(35, Cause.LINK, 2))
+    assert all("remapped rows +" in e for e in _nvidia(36, Cause.ECC, 2, ecc_via_rows=True))
+    assert all("ECC error totals +" in e for e in _nvidia(36, Cause.ECC, 2, ecc_via_rows=False))
+
+
+def test_without_the_new_nvidia_fields_a_throttle_is_no_throttle() -> None:
+    """The baseline: asked only the 10 fields read before, a throttled node is at best a clock drop."""
+    assert _nvidia(30, Cause.THROTTLE, 2, nv_fields=NV_FIELDS_BEFORE) == ["", ""]
 
 
 def test_a_slowdown_no_node_explains_names_no_one() -> None:

@@ -30,6 +30,7 @@ from cvs_tui.core.health.telemetry import (
     ecc_deltas,
     parse_amd_smi_metric,
     parse_nvidia_smi_csv,
+    parse_nvidia_smi_q,
     parse_rocm_smi_json,
     sampling_interval,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "match_message",
     "parse_amd_smi_metric",
     "parse_nvidia_smi_csv",
+    "parse_nvidia_smi_q",
     "parse_record",
     "parse_rocm_smi_json",
     "sampling_interval",

@@ -12,10 +12,12 @@ not from its own step line. The rule (docs/metrics.md, "Straggler cause"):
    whole run its window, with the other nodes' median as healthy.
 2. **Evidence per node and cause class**, in the window against the node's own samples outside it
    and against the other nodes in it, each scored so that 1.0 is a clear sign:
-   thermal or power throttling (the GPU tool says throttled; kernel "GPU is throttled"), clock drop
-   (graphics clock ``CLOCK_DROP_PCT`` % below its own or its peers' level), ECC or retired pages (ECC
-   totals rising; kernel RAS/bad-page/row-remap lines), PCIe/XGMI link downgrade (fewer lanes or a
-   lower speed than before or than the peers; kernel AER/link/XGMI lines), host CPU contention (CPU
+   thermal or power throttling (the GPU tool says throttled, or names a thermal/power reason, in at
+   least ``MIN_FLAGGED`` samples and more often than outside the window and than on the other nodes;
+   kernel "GPU is throttled"), clock drop (graphics clock ``CLOCK_DROP_PCT`` % below its own or its
+   peers' level), ECC or retired pages (ECC totals, retired pages or remapped rows rising; kernel
+   RAS/bad-page/row-remap lines), PCIe/XGMI link downgrade (fewer lanes or a lower speed than before,
+   than the peers or than the link's own maximum; kernel AER/link/XGMI lines), host CPU contention (CPU
    steal, CPU pressure, the trainer throttled by its CPU quota or waiting for a CPU, ``HOST_PP``
    points above before/peers; kernel soft-lockup/hung-task/RCU lines), NIC errors (kernel NIC/RDMA
    lines). A clock drop explained by a throttle counts as the throttle.
@@ -52,6 +54,7 @@ MIN_STEPS = 5  # a window is at least this many steps
 CLOCK_DROP_PCT = 8.0  # a graphics clock this far below its own or its peers' level is a drop
 HOST_PP = 10.0  # percentage points of CPU steal/pressure/throttled/wait over before or peers
 MARGIN = 0.5  # the straggler's score beats every other node's for that cause by this much
+MIN_FLAGGED = 3  # a throttle flag counts once set in this many samples of the window (15 s at 5 s)
 PAD_S = 10.0  # findings and samples this close before the window count in it (a sampling interval)
 
 
@@ -226,16 +229,31 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     hin, hout = _split(n.host_timing, w)
     peer_hin = [p for o in peers for p in _split(o.host_timing, w)[0]]
 
-    flags_in = [p.throttled for p in tin if p.throttled is not None]
-    flags_out = [p.throttled for p in tout if p.throttled is not None]
-    if flags_in:
-        frac_in = sum(flags_in) / len(flags_in)
-        frac_out = sum(flags_out) / len(flags_out) if flags_out else 0.0
-        sc[Cause.THROTTLE].add(
-            2 * (frac_in - frac_out),
-            f"GPU throttled in {sum(flags_in)}/{len(flags_in)} samples of the window "
-            f"({sum(flags_out)}/{len(flags_out)} outside it)",
-        )
+    # the throttle flag, and each reason where the tool names them (nvidia-smi): a GPU at its power
+    # limit shows "SW power cap" on and off all run long, on every node, which must neither hide a
+    # thermal slowdown new in the window nor pass for one
+    reasons = sorted({r for p in tin for r in p.throttle_reasons or ()})
+    flags: list[tuple[str, Callable[[TelemetryPoint], bool | None]]] = [
+        *((f" ({r})", _reason_flag(r)) for r in reasons),
+        ("", lambda p: p.throttled),  # last: a reason rising as much is the one named
+    ]
+    best: tuple[float, str] | None = None
+    for what, flag in flags:
+        f_in = [f for p in tin if (f := flag(p)) is not None]
+        f_out = [f for p in tout if (f := flag(p)) is not None]
+        f_peers = [f for p in peer_tin if (f := flag(p)) is not None]
+        if sum(f_in) < MIN_FLAGGED:
+            continue
+        level = max(_share(f_out), _share(f_peers))  # above both its own level and its peers'
+        rise = _share(f_in) - level
+        if best is None or rise > best[0]:
+            best = (
+                rise,
+                f"GPU throttled{what} in {sum(f_in)}/{len(f_in)} samples of the window "
+                f"({sum(f_out)}/{len(f_out)} outside it, {100 * _share(f_peers):.0f} % on the other nodes)",
+            )
+    if best is not None:
+        sc[Cause.THROTTLE].add(2 * best[0], best[1])
 
     clk_in = _mean([p.gfx_clock_mhz for p in tin])
     for ref, what in (
@@ -251,30 +269,41 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
                 )
                 break
 
-    ecc = [
-        (p.at, (p.ecc_correctable or 0) + (p.ecc_uncorrectable or 0))
-        for p in n.telemetry
-        if p.ecc_correctable is not None or p.ecc_uncorrectable is not None
-    ]
-    if len(ecc) >= 2:
-        before = [v for a, v in ecc if a < w.start - PAD_S]
-        during = [v for a, v in ecc if w.start - PAD_S <= a <= w.end]
+    rises: list[str] = []
+    total_rise = 0
+    for label, count in _COUNTERS:
+        series = [(p.at, v) for p in n.telemetry if (v := count(p)) is not None]
+        if len(series) < 2:
+            continue
+        before = [v for a, v in series if a < w.start - PAD_S]
+        during = [v for a, v in series if w.start - PAD_S <= a <= w.end]
         if during:
-            base = before[-1] if before else ecc[0][1]
+            base = before[-1] if before else series[0][1]
             rose = max(during) - base
             earlier = before[-1] - before[0] if len(before) >= 2 else 0
             if rose > 0 and rose > earlier:
-                sc[Cause.ECC].add(1.0 + min(rose, 1000) / 1000, f"ECC error totals +{rose} in the window")
+                rises.append(f"{label} +{rose}")
+                total_rise += rose
+    if rises:
+        sc[Cause.ECC].add(1.0 + min(total_rise, 1000) / 1000, f"{', '.join(rises)} in the window")
 
-    for attr, unit in (("pcie_width", "lanes"), ("pcie_speed_gts", "GT/s")):
+    for attr, top, unit in (
+        ("pcie_width", "pcie_width_max", "lanes"),
+        ("pcie_speed_gts", "pcie_speed_max_gts", "GT/s"),
+    ):
         now_v = _least([getattr(p, attr) for p in tin])
+        before_v = _least([getattr(p, attr) for p in tout])
+        most = _median_or_none([getattr(p, top) for p in tin])
         refs = [
             (_median_or_none([getattr(p, attr) for p in tout]), "outside the window"),
             (_median_or_none([getattr(p, attr) for p in peer_tin]), "on the other nodes"),
+            # the link's own maximum, unless it was already below it before the window
+            (most if before_v is None or most is None or before_v >= most else None, "its maximum"),
         ]
         for ref, what in refs:
             if now_v is not None and ref and now_v < ref:
-                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}")
+                of = f" (its maximum {most:g})" if most and what != "its maximum" else ""
+                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}{of}")
                 break
 
     for attr, what in (
@@ -315,6 +344,28 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
         sc[Cause.CLOCK] = _Score()
     return sc
+
+
+def _reason_flag(reason: str) -> Callable[[TelemetryPoint], bool | None]:
+    return lambda p: None if p.throttle_reasons is None else reason in p.throttle_reasons
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def _ecc_total(p: TelemetryPoint) -> int | None:
+    if p.ecc_correctable is None and p.ecc_uncorrectable is None:
+        return None
+    return (p.ecc_correctable or 0) + (p.ecc_uncorrectable or 0)
+
+
+# running totals whose rise in the window is a sign of failing GPU memory
+_COUNTERS: tuple[tuple[str, Callable[[TelemetryPoint], int | None]], ...] = (
+    ("ECC error totals", _ecc_total),
+    ("retired pages", lambda p: p.retired_pages),
+    ("remapped rows", lambda p: p.remapped_rows),
+)
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:

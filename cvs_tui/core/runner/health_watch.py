@@ -133,7 +133,20 @@ def telemetry_point(ev: GpuTelemetryEvent) -> TelemetryPoint:
         pcie_speed_gts=_least([x.pcie_speed_gts for x in got]),
         ecc_correctable=_total([x.ecc_correctable for x in got]),
         ecc_uncorrectable=_total([x.ecc_uncorrectable for x in got]),
+        throttle_reasons=_reasons([x.throttle_reasons for x in got]),
+        gfx_clock_max_mhz=_mean([x.gfx_clock_max_mhz for x in got]),
+        pcie_width_max=min((x.pcie_width_max for x in got if x.pcie_width_max is not None), default=None),
+        pcie_speed_max_gts=_least([x.pcie_speed_max_gts for x in got]),
+        retired_pages=_total([x.retired_pages for x in got]),
+        remapped_rows=_total([x.remapped_rows for x in got]),
+        unreadable=sorted({f for x in got for f in x.unreadable}),
     )
+
+
+def _reasons(values: Sequence[tuple[str, ...] | None]) -> list[str] | None:
+    """The throttle reasons any GPU gave (in first-seen order); None when no GPU could say."""
+    read = [v for v in values if v is not None]
+    return list(dict.fromkeys(r for v in read for r in v)) if read else None
 
 
 def _sample_record(s: GpuSample) -> GpuSampleRecord:
