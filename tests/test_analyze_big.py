@@ -15,6 +15,7 @@ from _analysis_samples import FIXTURES, load_local, planned
 
 from cvs_tui.core.events import StepEvent
 from cvs_tui.core.judge import node
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import finalize_run
 from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
@@ -62,7 +63,9 @@ def _exact(run: PlannedRun, logs: list[Path]) -> RunRecord:
     node.SERIES_CAP = 1 << 40
     try:
         return finalize_run(
-            run, [evs for evs, _ in parsed], node_logs=logs, node_lines=[n for _, n in parsed]
+            run,
+            [evs for evs, _ in parsed],
+            RunFacts(node_logs=logs, node_lines=[n for _, n in parsed]),
         )
     finally:
         node.SERIES_CAP = cap
@@ -100,9 +103,9 @@ def test_a_long_run_is_judged_as_the_exact_judge_does(
     held: list[NodeDigest] = []
     finalize = offline.judge_run
 
-    def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    def spy(r: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
         held.extend(digests)
-        return finalize(r, digests)
+        return finalize(r, digests, facts)
 
     monkeypatch.setattr(offline, "judge_run", spy)
     big = offline.analyze_node_logs(run, logs, error_patterns=None)

@@ -8,6 +8,7 @@ from pathlib import Path
 from _analysis_samples import FIXTURES, load_local, planned, synthetic_node
 
 from cvs_tui.core.events import ErrorHit, RunOutcome, Severity, StageEvent, StageState
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import finalize_run, stage_records, verdict_events
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.sources.offline import analyze_paths
@@ -60,7 +61,9 @@ def test_exit_codes_hung_and_missing_steps() -> None:
 def test_hung_run_keeps_its_metrics_and_fails(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
     run = finalize_run(
-        planned(loaded, KEY), [synthetic_node(12)], outcome=RunOutcome.HUNG, reason="no progress for 900 s"
+        planned(loaded, KEY),
+        [synthetic_node(12)],
+        RunFacts(outcome=RunOutcome.HUNG, reason="no progress for 900 s"),
     )
     assert run.status == "FAIL" and run.outcome == "hung" and run.reason == "no progress for 900 s"
     assert next(m for m in run.metrics if m.name == "training.tokens_per_sec_per_gpu").value is not None

@@ -20,6 +20,7 @@ from test_analyze_big import KEY, _exact, _head
 from cvs_tui.core.card.facts import card_window
 from cvs_tui.core.compare.samples import run_samples
 from cvs_tui.core.judge import digest_merge, node, spill
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import base_results
 from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
@@ -85,11 +86,11 @@ def _analyze(
     held: list[NodeDigest] = []
     finalize = offline.judge_run
 
-    def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    def spy(r: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
         if not ascending:
             digests = [dataclasses.replace(d, window_ascending=False) for d in digests]
         held.extend(digests)
-        return finalize(r, digests)
+        return finalize(r, digests, facts)
 
     monkeypatch.setattr(offline, "judge_run", spy)
     return offline.analyze_node_logs(run, logs, error_patterns=None), held

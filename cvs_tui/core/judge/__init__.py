@@ -17,7 +17,9 @@ Modules, in the order a run is judged:
 * ``verdicts``: a metric against its threshold spec (PASS, FAIL, RECORD, N/A);
 * ``outcome``: complete, failed, hung or interrupted, and the root-cause node;
 * ``records`` and ``finalize``: the RunRecord; ``finalize.judge_tables`` is a live run's entry,
-  ``finalize_run`` the same for events held in memory;
+  ``finalize_run`` the same for events held in memory; ``facts``: :class:`~cvs_tui.core.judge.facts.RunFacts`,
+  what the run's watcher knew that its logs do not say (exit codes, outcome, hosts, times, health, endings),
+  built once by the live runner or ``analyze`` and handed down as it is;
 * ``checkpoint``: the checkpoint-resume verdicts and the shared loss-agreement rule;
 * ``format``: the one number formatter every view uses.
 
