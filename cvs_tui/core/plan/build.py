@@ -17,6 +17,7 @@ from cvs_tui.core.config.blocks import (
     ThresholdKind,
     ThresholdSpec,
 )
+from cvs_tui.core.config.checks import PER_NODE_ENV_VARS
 from cvs_tui.core.config.host_config import (
     GpuMode,
     Vendor,
@@ -24,7 +25,7 @@ from cvs_tui.core.config.host_config import (
     gpu_mode,
     parse_runtime_args,
 )
-from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, LoadedConfig
+from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan.model import (
