@@ -251,6 +251,30 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
                 )
                 break
 
+    _ecc(sc[Cause.ECC], n, w)
+
+    for attr, unit in (("pcie_width", "lanes"), ("pcie_speed_gts", "GT/s")):
+        now_v = _least([getattr(p, attr) for p in tin])
+        refs = [
+            (_median_or_none([getattr(p, attr) for p in tout]), "outside the window"),
+            (_median_or_none([getattr(p, attr) for p in peer_tin]), "on the other nodes"),
+        ]
+        for ref, what in refs:
+            if now_v is not None and ref and now_v < ref:
+                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}")
+                break
+
+    _host_cpu(sc[Cause.HOST_CPU], hin, hout, peer_hin)
+
+    _findings(sc, n, w)
+
+    if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
+        sc[Cause.CLOCK] = _Score()
+    return sc
+
+
+def _ecc(score: _Score, n: NodeEvidence, w: Window) -> None:
+    """ECC error totals that rose in the window, by more than they rose before it."""
     ecc = [
         (p.at, (p.ecc_correctable or 0) + (p.ecc_uncorrectable or 0))
         for p in n.telemetry
@@ -264,19 +288,14 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
             rose = max(during) - base
             earlier = before[-1] - before[0] if len(before) >= 2 else 0
             if rose > 0 and rose > earlier:
-                sc[Cause.ECC].add(1.0 + min(rose, 1000) / 1000, f"ECC error totals +{rose} in the window")
+                score.add(1.0 + min(rose, 1000) / 1000, f"ECC error totals +{rose} in the window")
 
-    for attr, unit in (("pcie_width", "lanes"), ("pcie_speed_gts", "GT/s")):
-        now_v = _least([getattr(p, attr) for p in tin])
-        refs = [
-            (_median_or_none([getattr(p, attr) for p in tout]), "outside the window"),
-            (_median_or_none([getattr(p, attr) for p in peer_tin]), "on the other nodes"),
-        ]
-        for ref, what in refs:
-            if now_v is not None and ref and now_v < ref:
-                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}")
-                break
 
+def _host_cpu(
+    score: _Score, hin: Sequence[HostPoint], hout: Sequence[HostPoint], peer_hin: Sequence[HostPoint]
+) -> None:
+    """CPU steal, pressure and the trainer's CPU quota in the window, above the node's own level outside
+    it and its peers' level in it."""
     for attr, what in (
         ("steal_pct", "CPU steal"),
         ("cpu_pressure_pct", "CPU pressure"),
@@ -297,10 +316,11 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
         if not levels:
             continue
         level = max(levels)  # above both its own level and its peers'
-        sc[Cause.HOST_CPU].add(
-            (v_in - level) / HOST_PP, f"{what} {v_in:.0f} % in the window vs {level:.0f} %"
-        )
+        score.add((v_in - level) / HOST_PP, f"{what} {v_in:.0f} % in the window vs {level:.0f} %")
 
+
+def _findings(sc: dict[Cause, _Score], n: NodeEvidence, w: Window) -> None:
+    """Kernel-log findings in the window, by the cause each points at."""
     hits: dict[Cause, list[str]] = {}
     for at, sig in n.findings:
         cause = FINDING_CAUSE.get(sig)
@@ -311,10 +331,6 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
             min(len(sigs), 3) * 1.0,
             f"{len(sigs)} kernel line(s) in the window: {', '.join(sorted(set(sigs)))}",
         )
-
-    if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
-        sc[Cause.CLOCK] = _Score()
-    return sc
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
