@@ -2,9 +2,9 @@
 
 Modules, in the order a run is judged:
 
-* ``table``: a node's step table (``StepCollector`` fills it from any source, ``StreamLog`` reads it a
-  chunk at a time); ``spill``: its columns, in memory up to a size and then in files; ``clock``: the
-  log's line times;
+* ``table``: a node's step table (``StepCollector`` fills it from any source); ``stream``: the table
+  read a chunk at a time (``StreamLog``); ``spill``: its columns, in memory up to a size and then in
+  files; ``clock``: the log's line times;
 * one module per rule over the table: ``window`` (the steady-state window and its drops, with
   ``steady``: its rule for time that moves between steps under asynchronous dispatch), ``stalls``
   (with ``background``: the stall rule and its attribution), ``figures`` (the node's step time and

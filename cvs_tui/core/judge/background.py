@@ -51,7 +51,8 @@ class Interval:
 _SAVE_START = (CheckpointAction.SAVE_WAIT, CheckpointAction.SAVE_START)
 
 
-def _secs(x: float) -> str:
+def secs(x: float) -> str:
+    """Seconds as the judge's messages print them (3 significant digits below 100 s)."""
     return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
 
 
@@ -84,7 +85,7 @@ def _checkpoint(
     a = ev.action
     if a is CheckpointAction.WAIT_PREVIOUS and ev.seconds is not None:
         start = None if t is None else t - ev.seconds
-        label = f"the wait for the previous checkpoint save ({_secs(ev.seconds)})"
+        label = f"the wait for the previous checkpoint save ({secs(ev.seconds)})"
         out.append(Interval("save_wait", label, start, t, None, ev.line))
     elif a in (*_SAVE_START, CheckpointAction.SAVE_BLOCKING_DONE, CheckpointAction.SAVE_DONE):
         if ev.step is None:
@@ -124,10 +125,10 @@ def _spans(
     for step, span in saves.items():
         if span.seconds is not None:
             detail = (
-                f"background save {_secs(span.seconds)}" if span.is_async else f"save {_secs(span.seconds)}"
+                f"background save {secs(span.seconds)}" if span.is_async else f"save {secs(span.seconds)}"
             )
         elif span.blocking is not None:
-            detail = f"blocking part {_secs(span.blocking)}, no finish logged"
+            detail = f"blocking part {secs(span.blocking)}, no finish logged"
         else:
             detail = "no finish logged"
         kind = "async save" if span.is_async else "checkpoint save"
@@ -138,10 +139,10 @@ def _spans(
         what = (
             f"the checkpoint restore of step {restored}" if restored is not None else "the checkpoint restore"
         )
-        detail = f" ({_secs(span.seconds)})" if span.seconds is not None else ""
+        detail = f" ({secs(span.seconds)})" if span.seconds is not None else ""
         out.append(Interval("restore", what + detail, span.start, span.end, restored, span.line))
     for step, span in evals.items():
-        took = f" ({_secs(span.end - span.start)})" if span.start is not None and span.end is not None else ""
+        took = f" ({secs(span.end - span.start)})" if span.start is not None and span.end is not None else ""
         out.append(
             Interval("eval", f"the eval after step {step}{took}", span.start, span.end, step, span.line)
         )

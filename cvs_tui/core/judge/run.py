@@ -37,7 +37,8 @@ def _no_reference_losses(inputs: RunInputs, sheet: Sheet) -> tuple[list[tuple[in
     (evals from every node); returns the (empty) curve and its count."""
     from cvs_tui.core.judge.loss import stream_losses
     from cvs_tui.core.judge.spill import ColumnFiles
-    from cvs_tui.core.judge.table import SPILL_COLUMNS, StepTable, StreamLog
+    from cvs_tui.core.judge.stream import StreamLog
+    from cvs_tui.core.judge.table import SPILL_COLUMNS, StepTable
     from cvs_tui.core.judge.window import survey
 
     log = StreamLog(StepTable(ColumnFiles(None, SPILL_COLUMNS), [], [], True), None)
