@@ -179,15 +179,15 @@ def test_resume_verdicts_compare_every_step_when_the_series_are_bounded(
 
 
 def test_the_file_clock_is_the_line_clock(tmp_path: Path) -> None:
-    """Reading a log's clock a line at a time gives the clock of its whole text, whatever its endings."""
-    from cvs_tui.core.judge.clock import file_clock, line_clock
+    """Reading a log's clock a block at a time gives the clock of its whole text, whatever its endings."""
+    from cvs_tui.core.judge.clock import file_line_clock, line_clock
 
     for log in sorted(FIXTURES.glob("*.log")):
         data = log.read_bytes()
         for variant in (data, data.rstrip(b"\n"), data.replace(b"\n", b"\r\n")):
             path = tmp_path / "node.log"
             path.write_bytes(variant)
-            assert file_clock(path) == line_clock(variant), log.name
+            assert file_line_clock(path) == line_clock(variant), log.name
     assert line_clock((FIXTURES / "stall_sigstop.log").read_bytes())  # the fixtures do carry times
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-Clock = LineClock | SpilledClock | Mapping[int, float] | None
+Clock = LineClock | SpilledClock | None
 
 
 Arrays = dict[str, "npt.NDArray[Any]"]
@@ -31,16 +31,10 @@ def clock_times(
 ) -> npt.NDArray[np.float64]:
     """The clock time of each record's line, else its own timestamp (NaN: none), for records in log order
     (their lines ascending)."""
-    import numpy as np
 
     if clock is None:
         return ts
-    if isinstance(clock, LineClock | SpilledClock):
-        return clock.lookup(lines, ts)
-    get = clock.get
-    return np.fromiter(
-        (get(n, t) for n, t in zip(lines.tolist(), ts.tolist(), strict=True)), np.float64, len(ts)
-    )
+    return clock.lookup(lines, ts)
 
 
 def chunk_sum(lists: Iterator[list[float]]) -> float:
