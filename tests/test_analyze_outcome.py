@@ -41,16 +41,18 @@ def test_root_cause_prefers_the_first_failure_over_coordination_fallout() -> Non
 def test_exit_codes_hung_and_missing_steps() -> None:
     clean = synthetic_node(20)
     assert decide_outcome([clean], 20)[0] is RunOutcome.COMPLETE
-    out, reason, root = decide_outcome([clean, clean], 20, exit_codes=[0, 137])
+    out, reason, root = decide_outcome([clean, clean], 20, RunFacts(exit_codes=[0, 137]))
     assert out is RunOutcome.FAILED and root == 1 and "code 137" in reason
-    out, reason, _ = decide_outcome([clean], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s")
+    out, reason, _ = decide_outcome(
+        [clean], 20, RunFacts(outcome=RunOutcome.HUNG, reason="no output for 600 s")
+    )
     assert out is RunOutcome.HUNG and reason == "no output for 600 s"
     nccl = [
         *synthetic_node(8),
         ErrorHit("nccl", Severity.FATAL, "NCCL WARN Net : Connection closed", 50, "builtin"),
     ]
     out, reason, root = decide_outcome(
-        [clean, nccl], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s"
+        [clean, nccl], 20, RunFacts(outcome=RunOutcome.HUNG, reason="no output for 600 s")
     )
     assert out is RunOutcome.HUNG and root == 1
     assert reason.startswith("no output for 600 s; first fatal error: node 1 line 50: nccl")

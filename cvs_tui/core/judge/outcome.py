@@ -20,6 +20,7 @@ from cvs_tui.core.events import (
     StepEvent,
 )
 from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.parse.endings import NODE_FAILURE, OOM_KILL, PREEMPTION, REQUEUE, TIME_LIMIT, Ending
 from cvs_tui.core.parse.tracebacks import TRACEBACK
 
@@ -174,18 +175,19 @@ def _by_steps(
 def decide_outcome(
     node_events: Sequence[Sequence[LogEvent]],
     total_steps: int,
+    facts: RunFacts | None = None,
     *,
-    exit_codes: Sequence[int | None] | None = None,
-    outcome: RunOutcome | None = None,
-    reason: str = "",
-    root_cause_node: int | None = None,
     final_loss: MetricValue | None = None,
-    endings: Sequence[Ending | None] | None = None,
     empty_nodes: Sequence[int] = (),
 ) -> tuple[RunOutcome, str, int | None]:
-    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept.
-    ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler).
-    ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run fails."""
+    """Outcome, reason and root-cause node. From ``facts`` (what the run's watcher knew): each node's exit
+    code, a given outcome (a non-complete one, hung or interrupted, is kept) with its reason and root
+    cause, and ``endings``: per node, how the scheduler ended its run (None: it did not, or no
+    scheduler). ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run
+    fails."""
+    given = facts or RunFacts()
+    exit_codes, outcome, reason = given.exit_codes, given.outcome, given.reason
+    root_cause_node, endings = given.root_cause_node, given.endings
     sched = _scheduler_ending(endings, node_events)
     external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
     first_fatal = _first_fatal(node_events)

@@ -7,6 +7,7 @@ big run never holds every step of every node.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,20 +112,13 @@ def judge_run(run: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | 
         d = METRIC_DEFINITIONS.get(name)
         result.metrics[name] = MetricValue(name, value, d.unit if d else "count")
     slim = [d.events for d in digests]
+    logs = [Path(d.record.log_path) if d.record.log_path else None for d in digests]
     decided = decide_outcome(
         slim,
         run.steps,
-        exit_codes=facts.exit_codes,
-        outcome=facts.outcome,
-        reason=facts.reason,
-        root_cause_node=facts.root_cause_node,
+        dataclasses.replace(facts, endings=node_endings(len(digests), facts.endings, logs)),
         final_loss=result.metrics.get("training.final_loss"),
         empty_nodes=[d.rank for d in digests if d.record.lines == 0 and d.record.log_path],
-        endings=node_endings(
-            len(digests),
-            facts.endings,
-            [Path(d.record.log_path) if d.record.log_path else None for d in digests],
-        ),
     )
     verdicts = run_verdicts(run, result, decided[0])
     cap = digests[0].series_cap if digests else SERIES_CAP
