@@ -24,7 +24,8 @@ from cvs_tui.core.events import CheckpointAction, CheckpointEvent, LogEvent, Ste
 from cvs_tui.core.judge.background import background_intervals
 from cvs_tui.core.judge.clock import line_clock
 from cvs_tui.core.judge.stalls import Interval, StallReport, stream_stalls
-from cvs_tui.core.judge.table import StepCollector, StreamLog
+from cvs_tui.core.judge.stream import StreamLog
+from cvs_tui.core.judge.table import StepCollector
 from cvs_tui.core.judge.window import WARMUP_STEPS
 
 

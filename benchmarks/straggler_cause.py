@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "health")
 
 from _straggler_scenarios import NV_FIELDS_BEFORE, Scenario, clean, corpus
 
+from cvs_tui.core.health.nvidia_smi import NVIDIA_FIELDS
 from cvs_tui.core.health.straggler import Cause, find_straggler
-from cvs_tui.core.health.telemetry import NVIDIA_FIELDS
 
 
 def score(scenarios: list[Scenario]) -> Counter[Cause]:

@@ -20,6 +20,7 @@ from cvs_tui.core.events import (
     SystemInfoEvent,
     TflopsPerStepEvent,
 )
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import base_results, finalize_run
 from cvs_tui.core.plan import Plan, PlannedRun, build_plan
 from cvs_tui.core.results import Results
@@ -120,13 +121,13 @@ def synthetic_node(
 def sample_results(loaded: LoadedConfig, *, fail: bool = False) -> Results:
     """Two judged runs (the second NaN-failed when ``fail``) in a Results model."""
     key0 = loaded.runs[0].key
-    runs = [finalize_run(planned(loaded, key0), [synthetic_node()], hosts=["localhost"])]
+    runs = [finalize_run(planned(loaded, key0), [synthetic_node()], RunFacts(hosts=["localhost"]))]
     if fail and len(loaded.runs) > 1:
         bad = [
             *synthetic_node(nan_at=19),
             ErrorHit("nan_loss", Severity.FATAL, "loss: nan <script>", 29, "always"),
         ]
-        runs.append(finalize_run(planned(loaded, loaded.runs[1].key), [bad], hosts=["localhost"]))
+        runs.append(finalize_run(planned(loaded, loaded.runs[1].key), [bad], RunFacts(hosts=["localhost"])))
     res = base_results(plan_of(loaded), source="analyze", hosts=["localhost"])
     res.runs = runs
     return res

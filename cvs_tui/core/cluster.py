@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,16 +229,7 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
     def sub(v: Any) -> Any:  # `{user-id}` is the OS user (as CVS resolves its cluster files)
         return v.replace("{user-id}", me) if isinstance(v, str) else v
 
-    warnings: list[str] = []
-    for key in data:
-        if key in _IGNORED_KEYS:
-            warnings.append(f"{path.name}: {key}: ignored; {_IGNORED_KEYS[key]}")
-        elif key not in _ROOT_KEYS:
-            problems.add(
-                jpath([key]),
-                f"unknown key '{key}'{did_you_mean(key, [*_ROOT_KEYS, *_IGNORED_KEYS])}",
-                "remove or rename it",
-            )
+    warnings = _root_keys(data, path.name, problems)
     env_vars = _env_vars(data.get("env_vars"), problems)
     password = data.get("password")
     if password is not None and (not isinstance(password, str) or not password):
@@ -261,7 +253,44 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
         problems.add("verify_host_keys", f"must be true or false, got {verify!r}", "use true or false")
         verify = True
 
-    entries: list[tuple[list[str | int], str, dict[str, Any]]] = []
+    nodes = _nodes(_node_entries(data, problems), sub, user, default_port, key_file, base, problems)
+    if isinstance(data.get("node_dict"), dict) or isinstance(data.get("nodes"), list):
+        _finish(nodes, problems, "node_dict" if "node_dict" in data else "nodes")
+    warnings += _head_node(sub(_head_ip(data.get("head_node_dict"), problems)), nodes, path.name)
+    problems.raise_if_any()
+    return Cluster(
+        nodes=nodes,
+        user=user,
+        source=str(path),
+        known_hosts=known_hosts,
+        verify_host_keys=verify,
+        env_vars=env_vars,
+        password=password if isinstance(password, str) else None,
+        warnings=warnings,
+    )
+
+
+_Entry = tuple[list[str | int], str, dict[str, Any]]  # where in the file, target, keys
+
+
+def _root_keys(data: dict[str, Any], name: str, problems: Problems) -> list[str]:
+    """A warning for each key cvs-tui ignores; a problem for each it does not know."""
+    warnings: list[str] = []
+    for key in data:
+        if key in _IGNORED_KEYS:
+            warnings.append(f"{name}: {key}: ignored; {_IGNORED_KEYS[key]}")
+        elif key not in _ROOT_KEYS:
+            problems.add(
+                jpath([key]),
+                f"unknown key '{key}'{did_you_mean(key, [*_ROOT_KEYS, *_IGNORED_KEYS])}",
+                "remove or rename it",
+            )
+    return warnings
+
+
+def _node_entries(data: dict[str, Any], problems: Problems) -> list[_Entry]:
+    """Each node of ``node_dict`` (or ``nodes``): where it stands in the file, its target and its keys."""
+    entries: list[_Entry] = []
     if "node_dict" in data and "nodes" in data:
         problems.add("nodes", "both node_dict and nodes are given", "keep one of them")
     if "node_dict" in data:
@@ -296,7 +325,19 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
                     )
     else:
         problems.add("node_dict", "required key is missing", "list the nodes in node_dict (or nodes)")
+    return entries
 
+
+def _nodes(
+    entries: list[_Entry],
+    sub: Callable[[Any], Any],
+    user: str,
+    default_port: int | None,
+    key_file: str | None,
+    base: Path,
+    problems: Problems,
+) -> list[Node]:
+    """The nodes, ranked in file order: each entry's user, port and key, else the file's."""
     nodes: list[Node] = []
     for parts, target, info in entries:
         where = jpath(parts)
@@ -309,9 +350,8 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
         for k in info:
             if k not in _NODE_KEYS:
                 hint = did_you_mean(k, _NODE_KEYS, cutoff=0.75)
-                if (
-                    hint
-                ):  # other keys (bmc_ip, vpc_ip, ...) are CVS inventory data and are kept out of the way
+                # other keys (bmc_ip, vpc_ip, ...) are CVS inventory data and are kept out of the way
+                if hint:
                     problems.add(jpath([*parts, k]), f"unknown key '{k}'{hint}", "rename it")
         node_user = sub(info.get("username")) or u or user
         if not isinstance(node_user, str):
@@ -332,20 +372,7 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
                 local=local,
             )
         )
-    if isinstance(data.get("node_dict"), dict) or isinstance(data.get("nodes"), list):
-        _finish(nodes, problems, "node_dict" if "node_dict" in data else "nodes")
-    warnings += _head_node(sub(_head_ip(data.get("head_node_dict"), problems)), nodes, path.name)
-    problems.raise_if_any()
-    return Cluster(
-        nodes=nodes,
-        user=user,
-        source=str(path),
-        known_hosts=known_hosts,
-        verify_host_keys=verify,
-        env_vars=env_vars,
-        password=password if isinstance(password, str) else None,
-        warnings=warnings,
-    )
+    return nodes
 
 
 def _env_vars(value: Any, problems: Problems) -> dict[str, str]:

@@ -6,18 +6,16 @@ Two families share one stream:
 * run events, produced by the runner (stages, node status, run boundaries, verdicts).
 
 Each event is an immutable dataclass. Log events carry ``line``: the 1-based line number in the node's
-log where the record starts, so any front-end can jump to it. Nothing here imports a UI library.
+log where the record starts, so any front-end can jump to it. Nothing here imports a UI library. Their
+JSON form (events.jsonl) is :mod:`cvs_tui.core.event_codec`.
+
+Long because it is the one schema every source and front-end shares, a short dataclass an event.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import types
-import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -370,15 +368,6 @@ class SuiteEndEvent:
     at: float = 0.0
 
 
-def event_to_dict(ev: Any) -> dict[str, Any]:
-    """Plain-JSON form of any event (enums as their values), tagged with its type name."""
-    from dataclasses import asdict
-
-    d = asdict(ev)
-    d["type"] = type(ev).__name__
-    return d
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Node health events (from core.health): kernel-log findings, per-node health state, GPU telemetry.
 # ``node`` is the rank, as in run events.
@@ -471,79 +460,3 @@ RunEvent = (
     | NodeHealthEvent
     | GpuTelemetryEvent
 )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Decoding: the inverse of event_to_dict (events.jsonl read back by `cvs-tui attach`)
-# ---------------------------------------------------------------------------------------------------------
-_RUN_EVENT_TYPES: dict[str, type] = {t.__name__: t for t in typing.get_args(RunEvent)}
-_LOG_EVENT_TYPES: dict[str, type] = {t.__name__: t for t in typing.get_args(LogEvent)}
-# Nested log events in events.jsonl may lack their own ``type`` tag; their field names identify them.
-_LOG_EVENT_BY_FIELDS: dict[frozenset[str], type] = {
-    frozenset(f.name for f in dataclasses.fields(t)): t for t in _LOG_EVENT_TYPES.values()
-}
-
-
-class EventDecodeError(ValueError):
-    """A line of events.jsonl that does not decode to an event of this version."""
-
-
-def _convert(value: Any, hint: Any) -> Any:
-    """Turn a JSON value back into the annotated field type (enums, tuples, nested log events)."""
-    if value is None:
-        return None
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if all(a in _LOG_EVENT_TYPES.values() for a in args):
-            return log_event_from_dict(value)
-        for arg in args:
-            try:
-                return _convert(value, arg)
-            except (TypeError, ValueError):
-                continue
-        return value
-    if origin is tuple:
-        items = typing.get_args(hint)
-        inner = items[0] if items else Any
-        return tuple(_convert(v, inner) for v in value)
-    if origin is dict or hint in (Any, str, int, bool):
-        return value
-    if hint is float:
-        return float(value)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return hint(value)
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return _build(hint, value)  # GpuSample inside GpuTelemetryEvent
-    return value
-
-
-def _build(cls: type, data: dict[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(data[f.name], hints[f.name])
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise EventDecodeError(f"{cls.__name__}: {exc}") from exc
-
-
-def log_event_from_dict(data: dict[str, Any]) -> Any:
-    tag = data.get("type")
-    cls = _LOG_EVENT_TYPES.get(tag) if isinstance(tag, str) else None
-    if cls is None:
-        cls = _LOG_EVENT_BY_FIELDS.get(frozenset(k for k in data if k != "type"))
-    if cls is None:
-        raise EventDecodeError(f"unknown log event with fields {sorted(data)}")
-    return _build(cls, data)
-
-
-def event_from_dict(data: dict[str, Any]) -> RunEvent:
-    """The inverse of ``event_to_dict`` for run events (``type`` names the class)."""
-    tag = data.get("type")
-    cls = _RUN_EVENT_TYPES.get(tag) if isinstance(tag, str) else None
-    if cls is None:
-        raise EventDecodeError(f"unknown event type {tag!r}")
-    return typing.cast(RunEvent, _build(cls, data))

@@ -3,6 +3,9 @@
 The schema is documented in docs/results-schema.md; bump ``SCHEMA_VERSION`` on any incompatible change.
 Non-finite numbers never reach JSON as NaN: a non-finite loss is stored as ``null`` with its text in
 ``loss_text`` (``"nan"``, ``"inf"``), and metrics carry ``absent`` + ``reason``.
+
+Long because it is the one results.json schema every report, ``analyze`` and ``compare`` read: a short
+pydantic model per record, plus the tally that says PASS or FAIL the same way in every view.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from cvs_tui.cli.main import _VerdictOnly
 from cvs_tui.core.events import LogLinesEvent, NodeLogEvent, RunEvent, RunStartEvent, StepEvent
 from cvs_tui.core.node_phase import COMPILING, DEVICES, FIRST_STEP, IMPORTING, RESTORING
 from cvs_tui.core.state import RunState
-from cvs_tui.tui.widgets.node_table import last_line_cell
+from cvs_tui.tui.widgets.node_cells import last_line_cell
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "maxtext"
 

@@ -29,13 +29,8 @@ from cvs_tui.core.card.build import validate_card_text
 from cvs_tui.core.cluster import load_cluster
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.events import (
-    RunStartEvent,
-    StageEvent,
-    StageState,
-    SuiteEndEvent,
-    event_to_dict,
-)
+from cvs_tui.core.event_codec import event_to_dict
+from cvs_tui.core.events import RunStartEvent, StageEvent, StageState, SuiteEndEvent
 from cvs_tui.core.parse.parser import parse_log_bytes
 from cvs_tui.core.results import load_results
 from cvs_tui.core.sources.attach import _FolderState, _read_events

@@ -33,16 +33,16 @@ from pathlib import Path
 
 from cvs_tui.core.events import GpuSample, GpuTelemetryEvent
 from cvs_tui.core.health.host import host_point, parse_probe
-from cvs_tui.core.health.signatures import match_message
-from cvs_tui.core.health.straggler import Cause, NodeEvidence
-from cvs_tui.core.health.telemetry import (
+from cvs_tui.core.health.nvidia_smi import (
     NEW_REASONS,
     NVIDIA_FIELDS,
     OLD_REASONS,
     nvidia_q_rows,
-    parse_amd_smi_metric,
     parse_nvidia_smi_csv,
 )
+from cvs_tui.core.health.signatures import match_message
+from cvs_tui.core.health.straggler import Cause, NodeEvidence
+from cvs_tui.core.health.telemetry import parse_amd_smi_metric
 from cvs_tui.core.results import HostPoint, TelemetryPoint
 from cvs_tui.core.runner.health_watch import telemetry_point
 

@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 from _runner_infra import infra, needs_infra, scratch_dir, ssh
 
-from cvs_tui.core.health.telemetry import (
+from cvs_tui.core.health.nvidia_smi import (
     NVIDIA_FIELDS,
-    EccDelta,
-    TelemetryError,
-    TelemetrySampler,
-    ecc_deltas,
     nvidia_q_rows,
-    parse_amd_smi_metric,
     parse_nvidia_smi_csv,
     parse_nvidia_smi_q,
+)
+from cvs_tui.core.health.smi_values import TelemetryError
+from cvs_tui.core.health.telemetry import (
+    EccDelta,
+    TelemetrySampler,
+    ecc_deltas,
+    parse_amd_smi_metric,
     parse_rocm_smi_json,
     sampling_interval,
 )

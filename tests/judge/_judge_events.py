@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.events import LogEvent
 from cvs_tui.core.judge import spill
+from cvs_tui.core.judge.clock import LineClock
 from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
 from cvs_tui.core.judge.node import NodeDigest, judge_node
@@ -26,7 +27,7 @@ from cvs_tui.core.judge.window import NodeWindow
 def digests(
     node_events: Sequence[Sequence[LogEvent]],
     ctx: RunContext,
-    clocks: Sequence[Mapping[int, float] | None] = (),
+    clocks: Sequence[LineClock | None] = (),
     *,
     chunk: int | None = None,
     keep: int | None = None,
@@ -53,7 +54,7 @@ def digests(
                         log_path=None,
                         host=f"node{i}",
                         arrays=Path(tmp) / f"node{i}",
-                        clock=clocks[i] if i < len(clocks) else None,  # type: ignore[arg-type]
+                        clock=clocks[i] if i < len(clocks) else None,
                     )
                 )
                 c.discard()
@@ -65,7 +66,7 @@ def digests(
 def compute_metrics(
     node_events: Sequence[Sequence[LogEvent]],
     ctx: RunContext,
-    clocks: Sequence[Mapping[int, float] | None] = (),
+    clocks: Sequence[LineClock | None] = (),
     **kw: Any,
 ) -> MetricsOutcome:
     """Every metric of one run from each node's events (index = rank); see :func:`digests`."""
@@ -83,13 +84,13 @@ def window_steps(d: NodeDigest) -> list[int]:
     return steps
 
 
-def node_window(events: Sequence[LogEvent], clock: Mapping[int, float] | None = None) -> NodeWindow:
+def node_window(events: Sequence[LogEvent], clock: LineClock | None = None) -> NodeWindow:
     """One node's window as the judge makes it."""
     with digests([events], RunContext(num_nodes=1, gpus_per_node=1), [clock]) as (d,):
         return NodeWindow(steps=window_steps(d), excluded=d.window.excluded, stalls=d.window.stalls)
 
 
-def find_stalls(events: Sequence[LogEvent], clock: Mapping[int, float] | None = None) -> StallReport:
+def find_stalls(events: Sequence[LogEvent], clock: LineClock | None = None) -> StallReport:
     """One node's stall report as the judge makes it."""
     report = node_window(events, clock).stalls
     assert report is not None, "no timed train step"

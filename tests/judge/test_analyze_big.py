@@ -15,6 +15,7 @@ from _analysis_samples import FIXTURES, load_local, planned
 
 from cvs_tui.core.events import StepEvent
 from cvs_tui.core.judge import node
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import finalize_run
 from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
@@ -62,7 +63,9 @@ def _exact(run: PlannedRun, logs: list[Path]) -> RunRecord:
     node.SERIES_CAP = 1 << 40
     try:
         return finalize_run(
-            run, [evs for evs, _ in parsed], node_logs=logs, node_lines=[n for _, n in parsed]
+            run,
+            [evs for evs, _ in parsed],
+            RunFacts(node_logs=logs, node_lines=[n for _, n in parsed]),
         )
     finally:
         node.SERIES_CAP = cap
@@ -100,9 +103,9 @@ def test_a_long_run_is_judged_as_the_exact_judge_does(
     held: list[NodeDigest] = []
     finalize = offline.judge_run
 
-    def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    def spy(r: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
         held.extend(digests)
-        return finalize(r, digests)
+        return finalize(r, digests, facts)
 
     monkeypatch.setattr(offline, "judge_run", spy)
     big = offline.analyze_node_logs(run, logs, error_patterns=None)
@@ -176,15 +179,15 @@ def test_resume_verdicts_compare_every_step_when_the_series_are_bounded(
 
 
 def test_the_file_clock_is_the_line_clock(tmp_path: Path) -> None:
-    """Reading a log's clock a line at a time gives the clock of its whole text, whatever its endings."""
-    from cvs_tui.core.judge.clock import file_clock, line_clock
+    """Reading a log's clock a block at a time gives the clock of its whole text, whatever its endings."""
+    from cvs_tui.core.judge.clock import file_line_clock, line_clock
 
     for log in sorted(FIXTURES.glob("*.log")):
         data = log.read_bytes()
         for variant in (data, data.rstrip(b"\n"), data.replace(b"\n", b"\r\n")):
             path = tmp_path / "node.log"
             path.write_bytes(variant)
-            assert file_clock(path) == line_clock(variant), log.name
+            assert file_line_clock(path) == line_clock(variant), log.name
     assert line_clock((FIXTURES / "stall_sigstop.log").read_bytes())  # the fixtures do carry times
 
 

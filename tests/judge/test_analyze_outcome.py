@@ -8,6 +8,7 @@ from pathlib import Path
 from _analysis_samples import FIXTURES, load_local, planned, synthetic_node
 
 from cvs_tui.core.events import ErrorHit, RunOutcome, Severity, StageEvent, StageState
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import finalize_run, stage_records, verdict_events
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.sources.offline import analyze_paths
@@ -40,16 +41,18 @@ def test_root_cause_prefers_the_first_failure_over_coordination_fallout() -> Non
 def test_exit_codes_hung_and_missing_steps() -> None:
     clean = synthetic_node(20)
     assert decide_outcome([clean], 20)[0] is RunOutcome.COMPLETE
-    out, reason, root = decide_outcome([clean, clean], 20, exit_codes=[0, 137])
+    out, reason, root = decide_outcome([clean, clean], 20, RunFacts(exit_codes=[0, 137]))
     assert out is RunOutcome.FAILED and root == 1 and "code 137" in reason
-    out, reason, _ = decide_outcome([clean], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s")
+    out, reason, _ = decide_outcome(
+        [clean], 20, RunFacts(outcome=RunOutcome.HUNG, reason="no output for 600 s")
+    )
     assert out is RunOutcome.HUNG and reason == "no output for 600 s"
     nccl = [
         *synthetic_node(8),
         ErrorHit("nccl", Severity.FATAL, "NCCL WARN Net : Connection closed", 50, "builtin"),
     ]
     out, reason, root = decide_outcome(
-        [clean, nccl], 20, outcome=RunOutcome.HUNG, reason="no output for 600 s"
+        [clean, nccl], 20, RunFacts(outcome=RunOutcome.HUNG, reason="no output for 600 s")
     )
     assert out is RunOutcome.HUNG and root == 1
     assert reason.startswith("no output for 600 s; first fatal error: node 1 line 50: nccl")
@@ -60,7 +63,9 @@ def test_exit_codes_hung_and_missing_steps() -> None:
 def test_hung_run_keeps_its_metrics_and_fails(tmp_path: Path) -> None:
     loaded = load_local(tmp_path, steps=20, runs=[KEY])
     run = finalize_run(
-        planned(loaded, KEY), [synthetic_node(12)], outcome=RunOutcome.HUNG, reason="no progress for 900 s"
+        planned(loaded, KEY),
+        [synthetic_node(12)],
+        RunFacts(outcome=RunOutcome.HUNG, reason="no progress for 900 s"),
     )
     assert run.status == "FAIL" and run.outcome == "hung" and run.reason == "no progress for 900 s"
     assert next(m for m in run.metrics if m.name == "training.tokens_per_sec_per_gpu").value is not None

@@ -20,6 +20,8 @@ from test_analyze_big import KEY, _exact, _head
 from cvs_tui.core.card.facts import card_window
 from cvs_tui.core.compare.samples import run_samples
 from cvs_tui.core.judge import digest_merge, node, spill
+from cvs_tui.core.judge.facts import RunFacts
+from cvs_tui.core.judge.figures import WINDOW_COLUMNS
 from cvs_tui.core.judge.finalize import base_results
 from cvs_tui.core.judge.node import NodeDigest
 from cvs_tui.core.judge.records import bounded_window
@@ -85,11 +87,11 @@ def _analyze(
     held: list[NodeDigest] = []
     finalize = offline.judge_run
 
-    def spy(r: PlannedRun, digests: Sequence[NodeDigest]) -> RunRecord:
+    def spy(r: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
         if not ascending:
             digests = [dataclasses.replace(d, window_ascending=False) for d in digests]
         held.extend(digests)
-        return finalize(r, digests)
+        return finalize(r, digests, facts)
 
     monkeypatch.setattr(offline, "judge_run", spy)
     return offline.analyze_node_logs(run, logs, error_patterns=None), held
@@ -115,7 +117,7 @@ def test_the_merged_window_does_not_depend_on_chunk_and_block_sizes(
     assert exact.window.status == "ok" and "node(s) [4] logged no step lines" in " ".join(exact.notes)
 
 
-def test_digests_out_of_order_are_loaded_whole_with_the_same_record(
+def test_digests_out_of_order_are_merged_from_ascending_copies_with_the_same_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logs = _logs(tmp_path)
@@ -129,6 +131,56 @@ def test_digests_out_of_order_are_loaded_whole_with_the_same_record(
     bounded, _ = _analyze(run, logs, monkeypatch, ascending=False)
     merged, _ = _analyze(run, logs, monkeypatch)
     assert bounded == merged and bounded.window == bounded_window(whole.window, 40)
+
+
+def write_steps(path: Path, runs: Sequence[range], *, seed: int, tokens: bool = True) -> None:
+    """A node log of the train steps of each of ``runs`` in turn (a later run may start below the steps an
+    earlier one logged: the log's step numbers go back), as write_node writes them."""
+    rnd = random.Random(seed)
+    t = 6 * 3600.0
+    out = [_head()]
+    for s in (s for r in runs for s in r):
+        sec = 0.02 * rnd.lognormvariate(0, 0.1)
+        t += sec
+        hh, mm, ss = int(t // 3600), int(t % 3600 // 60), t % 60
+        rates = f", TFLOP/s/device: {0.04 / sec:.3f}, Tokens/s/device: {512 / sec:.3f}" if tokens else ""
+        out.append(
+            f"I1130 {hh:02d}:{mm:02d}:{ss:09.6f} 139736357583744 metric_logger.py:265] completed step: {s}, "
+            f"seconds: {sec:.3f}{rates}, total_weights: 256, loss: 7.000, lm_loss: 7.000, perplexity: 1.0\n"
+        )
+    path.write_text("".join(out))
+
+
+def test_a_window_whose_steps_go_back_is_the_common_window_at_every_chunk_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs whose step numbers go back (a run appended below the steps logged before it) have window
+    steps out of order; the run's window is still every step clean on all of them, ascending, and the
+    record is the same read in chunks of a few steps as at the default sizes."""
+    logs = [tmp_path / f"node{i}.log" for i in range(3)]
+    write_steps(logs[0], [range(50, 151), range(0, STEPS)], seed=1)
+    write_steps(logs[1], [range(0, STEPS)], seed=2)
+    write_steps(logs[2], [range(120, 200), range(0, 120), range(200, STEPS)], seed=3, tokens=False)
+    run = planned(load_local(tmp_path, steps=STEPS, runs=[KEY]), KEY)
+    judge = offline.judge_run
+    own: list[set[int]] = []
+
+    def spy(r: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
+        assert [d.window_ascending for d in digests] == [False, True, False]
+        for d in digests:  # each node's own window steps, in the files its digest keeps
+            files = ColumnFiles(d.arrays, WINDOW_COLUMNS)
+            try:
+                own.append(set(files.load("steps").tolist()))
+            finally:
+                files.close()
+        return judge(r, digests, facts)
+
+    monkeypatch.setattr(offline, "judge_run", spy)
+    whole = offline.analyze_node_logs(run, logs, error_patterns=None)
+    assert whole.window.steps == sorted(set.intersection(*own)) and whole.window.status == "ok"
+    assert whole.nodes[2].tokens_per_sec_per_device and whole.nodes[0].tokens_per_sec_per_device
+    _tiny(monkeypatch, 5, 4)
+    assert offline.analyze_node_logs(run, logs, error_patterns=None) == whole
 
 
 def _bounded_and_full(

@@ -1,13 +1,13 @@
 """The line clock read by the C scanner (``_native.clock_lines``) is the clock of the pure-Python reference.
 
-``judge.clock.ClockBuilder`` (what ``analyze`` feeds the chunks it parses) runs ``clock_lines`` of the byte
-scanner; ``_pyscan.clock_lines`` (the regex ``HEADER_TIME`` and ``clock_groups``) is the reference, and
-``line_clock`` (a line at a time) the whole-text form the live judge reads. These tests hold all three
-equal, bit for bit (times compared by ``repr``), on every real log under ``tests/fixtures`` (as written,
-without its last newline, CRLF, in several chunkings) and on hypothesis-built logs of header forms at
-their edges: absl's zero date, TF/XLA and python-logging dates (commas, fraction lengths), impossible
-dates, a New Year crossing, headers in the middle of a line, runs of spaces, digits and source names at
-their caps, CR and NUL bytes.
+``judge.clock.ClockBuilder`` (what ``analyze`` feeds the chunks it parses, and ``line_clock`` the whole text
+at once) runs ``clock_lines`` of the byte scanner; ``_pyscan.clock_lines`` (the regex ``HEADER_TIME`` and
+``clock_groups``) over the whole text in one piece is the reference. These tests hold the C scanner and
+the pure-Python one, fed in any chunking, equal to it, bit for bit (times compared by ``repr``), on every
+real log under ``tests/fixtures`` (as written, without its last newline, CRLF, in several chunkings) and
+on hypothesis-built logs of header forms at their edges: absl's zero date, TF/XLA and python-logging
+dates (commas, fraction lengths), impossible dates, a New Year crossing, headers in the middle of a line,
+runs of spaces, digits and source names at their caps, CR and NUL bytes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def _clock(data: bytes, sizes: list[int], native: bool) -> list[tuple[int, str]]
 
 
 def _reference(data: bytes) -> list[tuple[int, str]]:
-    return [(line, repr(t)) for line, t in sorted(line_clock(data).items())]
+    """The pure-Python scanner over the whole text in one piece."""
+    c = line_clock(data, native=False)
+    return [(line, repr(t)) for line, t in zip(c.lines, c.times, strict=True)]
 
 
 def _same(data: bytes, sizes: list[int]) -> None:

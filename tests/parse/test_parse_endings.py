@@ -11,6 +11,7 @@ import pytest
 from _analysis_samples import FIXTURES, load_local, synthetic_node
 
 from cvs_tui.core.events import RunOutcome
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.parse.endings import read_ending, read_log_ending
 from cvs_tui.core.sources.offline import analyze_paths
@@ -80,14 +81,17 @@ def test_read_log_ending_reads_the_tail(tmp_path: Path) -> None:
 
 def test_outcome_names_the_ending_instead_of_stopped_early() -> None:
     e = read_ending([TIME_LIMIT])
-    out, reason, root = decide_outcome([synthetic_node(12)], 20, endings=[e])
+    out, reason, root = decide_outcome([synthetic_node(12)], 20, RunFacts(endings=[e]))
     assert out is RunOutcome.FAILED and root == 0
     assert reason.startswith("Slurm: time limit reached at step 11") and "ends at step 11 of 20" in reason
     # the victims' exit codes (TERM) are named after the scheduler's cause
-    out, reason, _ = decide_outcome([synthetic_node(12)], 20, exit_codes=[143], endings=[e])
+    out, reason, _ = decide_outcome([synthetic_node(12)], 20, RunFacts(exit_codes=[143], endings=[e]))
     assert reason == "Slurm: time limit reached at step 11 (gpu-3) (node 0 exited with code 143)"
     # a complete run stays complete whatever the scheduler printed after it
-    assert decide_outcome([synthetic_node(20)], 20, endings=[read_ending(OOM)])[0] is RunOutcome.COMPLETE
+    assert (
+        decide_outcome([synthetic_node(20)], 20, RunFacts(endings=[read_ending(OOM)]))[0]
+        is RunOutcome.COMPLETE
+    )
 
 
 def test_analyze_names_a_time_limit_after_healthy_steps(tmp_path: Path) -> None:

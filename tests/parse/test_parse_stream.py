@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cvs_tui.core.events import ErrorHit, StepEvent, event_to_dict
+from cvs_tui.core.event_codec import event_to_dict
+from cvs_tui.core.events import ErrorHit, StepEvent
 from cvs_tui.core.parse import RECORD_CAP, NodeLogParser, parse_log_bytes
 from cvs_tui.core.parse.parser import ERROR_TEXT_CAP
 

@@ -24,6 +24,7 @@ from cvs_tui.core.cluster import cluster_from_nodes_arg
 from cvs_tui.core.config.loader import load_config
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import RunOutcome, StepEvent
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.parse.endings import read_ending
@@ -318,7 +319,9 @@ async def test_time_limit_is_named_from_the_steps_stderr(tmp_path: Path) -> None
             for e in NodeLogParser().feed(Path(job.step.log_path(0)).read_bytes())
             if isinstance(e, StepEvent)
         ]
-        out, reason, root = decide_outcome([steps, steps], 400, exit_codes=codes, endings=[ending, None])
+        out, reason, root = decide_outcome(
+            [steps, steps], 400, RunFacts(exit_codes=codes, endings=[ending, None])
+        )
         assert out is RunOutcome.FAILED and root == 0
         at = f" at step {steps[-1].step}" if steps else ""
         assert reason.startswith(f"Slurm: time limit reached{at} ({a.nodes[0]})"), reason

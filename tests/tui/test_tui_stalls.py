@@ -20,7 +20,7 @@ from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.sources.replay import replay_events
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.widgets.loss_plot import loss_plot_text
-from cvs_tui.tui.widgets.node_table import stalls_cell
+from cvs_tui.tui.widgets.node_cells import stalls_cell
 
 KEY = "BS=2,PRECISION=BF16,SL=128"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from cvs_tui.core import node_phase
 from cvs_tui.core.events import NodeState
 from cvs_tui.core.state import NodeView
-from cvs_tui.tui.widgets.node_table import COLUMNS, status_word
+from cvs_tui.tui.widgets.node_cells import status_word
+from cvs_tui.tui.widgets.node_table import COLUMNS
 
 
 def test_phase_words_fit_the_status_column() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tui.core.event_codec import event_to_dict
 from cvs_tui.core.events import (
     NodeLogEvent,
     RunEndEvent,
@@ -23,7 +24,6 @@ from cvs_tui.core.events import (
     StepEvent,
     SuiteEndEvent,
     VerdictEvent,
-    event_to_dict,
 )
 
 BIN = Path(sys.executable).parent / "cvs-tui"

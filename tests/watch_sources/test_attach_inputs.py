@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cvs_tui.cli.main import main
-from cvs_tui.core.events import StageEvent, StageState, SuiteEndEvent, event_to_dict
+from cvs_tui.core.event_codec import event_to_dict
+from cvs_tui.core.events import StageEvent, StageState, SuiteEndEvent
 
 
 def _folder(tmp_path: Path, *, ended: bool) -> Path:

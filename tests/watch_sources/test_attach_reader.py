@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.event_codec import event_from_dict, event_to_dict
 from cvs_tui.core.events import (
     CheckpointAction,
     CheckpointEvent,
@@ -31,8 +32,6 @@ from cvs_tui.core.events import (
     StepKind,
     SuiteEndEvent,
     VerdictEvent,
-    event_from_dict,
-    event_to_dict,
 )
 from cvs_tui.core.feed import EventFeed
 from cvs_tui.core.run_folder import RunFolder

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cvs_tui.core import bus as bus_mod
 from cvs_tui.core.bus import EventBus, encode_event, plain_event
+from cvs_tui.core.event_codec import event_from_dict, event_to_dict
 from cvs_tui.core.events import (
     CheckpointAction,
     CheckpointEvent,
@@ -58,8 +59,6 @@ from cvs_tui.core.events import (
     SystemInfoEvent,
     TflopsPerStepEvent,
     VerdictEvent,
-    event_from_dict,
-    event_to_dict,
 )
 from cvs_tui.core.parse import NodeLogParser
 

@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from cvs_tui.cli.commands.history import record, rewrite_reports_with_history
@@ -25,6 +26,7 @@ from cvs_tui.core.bus import EventBus
 from cvs_tui.core.cluster import Cluster
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.events import RunEvent
 from cvs_tui.core.plan import HOST_KEYS_OFF, Plan, secret_values
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.runner.suite import RunOptions, Suite
@@ -146,6 +148,47 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
     return rc if clean else 1
 
 
+async def _watch_in_tui(
+    source: AsyncIterator[RunEvent],
+    plan: Plan,
+    run_dir: Path,
+    args: argparse.Namespace,
+    stop: Callable[[], None],
+) -> bool:
+    """The run in the TUI until it ends or is left; on a detach or a stop the console takes over (True:
+    it printed the verdict line)."""
+    from cvs_tui.cli.console import run_console
+    from cvs_tui.core.feed import EventFeed
+    from cvs_tui.tui.app import run_tui
+
+    feed = EventFeed(source)
+
+    async def on_quit(choice: str) -> None:
+        if choice == "stop":
+            stop()
+
+    choice = await run_tui(
+        feed,
+        title=f"cvs-tui  {Path(plan.config_path).name}",
+        mouse=not args.no_mouse,
+        ascii=args.ascii,
+        on_quit=on_quit,
+        info={"run folder": str(run_dir)},
+        run_dir=run_dir,
+        history=not args.no_history,
+    )
+    if choice == "detach":
+        print(
+            f"detached: run continues (pid {os.getpid()}); follow it with: "
+            f"cvs-tui attach {run_dir.resolve()}",
+            flush=True,
+        )
+    if choice in ("detach", "stop"):
+        await run_console(feed, ascii=args.ascii)
+        return True
+    return False
+
+
 async def _main(
     loaded: LoadedConfig,
     plan: Plan,
@@ -176,35 +219,8 @@ async def _main(
             loop.add_signal_handler(sig, stop)
     try:
         if ui:
-            from cvs_tui.cli.console import run_console
-            from cvs_tui.core.feed import EventFeed
-            from cvs_tui.tui.app import run_tui
-
-            feed = EventFeed(source)
-
-            async def on_quit(choice: str) -> None:
-                if choice == "stop":
-                    stop()
-
-            choice = await run_tui(
-                feed,
-                title=f"cvs-tui  {Path(plan.config_path).name}",
-                mouse=not args.no_mouse,
-                ascii=args.ascii,
-                on_quit=on_quit,
-                info={"run folder": str(run_dir)},
-                run_dir=run_dir,
-                history=not args.no_history,
-            )
-            if choice == "detach":
-                print(
-                    f"detached: run continues (pid {os.getpid()}); follow it with: "
-                    f"cvs-tui attach {run_dir.resolve()}",
-                    flush=True,
-                )
-            if choice in ("detach", "stop"):
-                await run_console(feed, ascii=args.ascii)
-                ui = False  # the console printed the verdict line
+            # after a detach or a stop the console printed the verdict line
+            ui = not await _watch_in_tui(source, plan, run_dir, args, stop)
         else:
             from cvs_tui.cli.console import run_console
 

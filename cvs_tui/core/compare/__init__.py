@@ -5,13 +5,15 @@
 * ``samples``: each run's steady-state window steps as samples;
 * ``stats``: robust centres, seeded bootstrap bands, rank tests, the print-precision loss tolerance;
 * ``judge``: IMPROVED / REGRESSED / NO CHANGE / INCONCLUSIVE / NOT COMPARABLE per metric and run;
+* ``loss``: the loss curves step by step and the final-loss row;
 * ``model``: the plain report the terminal, HTML (``core/report/compare_html``) and JSON views render.
 """
 
 from __future__ import annotations
 
 from cvs_tui.core.compare.inputs import RunInput, load_input, load_side
-from cvs_tui.core.compare.judge import PERF_METRICS, compare, compare_run, loss_check, write_json
+from cvs_tui.core.compare.judge import PERF_METRICS, compare, compare_run, write_json
+from cvs_tui.core.compare.loss import loss_check
 from cvs_tui.core.compare.model import (
     COMPARE_MIN_STEPS,
     DEFAULT_THRESHOLD_PCT,

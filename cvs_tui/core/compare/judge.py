@@ -22,20 +22,18 @@ from cvs_tui.core.atomic import write_atomic
 from cvs_tui.core.compare import stats as cs
 from cvs_tui.core.compare.fingerprint import BLOCKING, fingerprint_rows
 from cvs_tui.core.compare.inputs import RunInput
+from cvs_tui.core.compare.loss import loss_check
 from cvs_tui.core.compare.model import (
     COMPARE_MIN_STEPS,
     DEFAULT_THRESHOLD_PCT,
     IMPROVED,
     INCONCLUSIVE,
-    LOSS_ATOL,
-    LOSS_RTOL,
     MIN_REPETITIONS,
     NO_CHANGE,
     NOT_COMPARABLE,
     REGRESSED,
     CompareReport,
     ExcludedSteps,
-    LossCheck,
     MetricDelta,
     RunComparison,
     Verdict,
@@ -43,8 +41,8 @@ from cvs_tui.core.compare.model import (
 )
 from cvs_tui.core.compare.samples import RunSamples, StepSample, run_samples
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.judge.checkpoint import loss_agreement
 from cvs_tui.core.judge.format import format_pct
+from cvs_tui.core.judge.records import finite
 from cvs_tui.core.judge.steady import CONTEXT
 from cvs_tui.core.results import RunRecord
 
@@ -101,10 +99,6 @@ def _judge(
     return (REGRESSED if worse else IMPROVED), f"band excludes 0 and |Δ| ≥ {threshold_pct:g} %"
 
 
-def _pct(x: float, base: float) -> float | None:
-    return x / base * 100.0 if base else None
-
-
 def _perf_row(
     m: PerfMetric,
     base: Sequence[RunSamples],
@@ -136,8 +130,8 @@ def _perf_row(
         m.label,
         m.unit,
         m.better,
-        _num(vb),
-        _num(vc),
+        finite(vb),
+        finite(vc),
         None,
         None,
         None,
@@ -151,7 +145,7 @@ def _perf_row(
     )
     if row.base is not None and row.candidate is not None:
         row.delta = row.candidate - row.base
-        row.delta_pct = _pct(row.delta, row.base)
+        row.delta_pct = cs.pct_of(row.delta, row.base)
     if not comparable:
         row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
         return row
@@ -189,7 +183,7 @@ def _perf_row(
             method += f"; Mann–Whitney U {mw.u:.0f}, p = {mw.p_value:.3g}"
         if not within_run:
             assert row.delta is not None and row.base
-            row.band_lo_pct, row.band_hi_pct = _pct(band.lo, row.base), _pct(band.hi, row.base)
+            row.band_lo_pct, row.band_hi_pct = cs.pct_of(band.lo, row.base), cs.pct_of(band.hi, row.base)
             row.method = method
             row.reason = (
                 f"one run per side: run-to-run variance unknown; give {MIN_REPETITIONS}+ repetitions per "
@@ -200,7 +194,7 @@ def _perf_row(
         band = cs.welch_band(vals_b, vals_c)
         method = band.method + " (run-to-run)"
     assert row.delta is not None and row.base
-    row.band_lo_pct, row.band_hi_pct = _pct(band.lo, row.base), _pct(band.hi, row.base)
+    row.band_lo_pct, row.band_hi_pct = cs.pct_of(band.lo, row.base), cs.pct_of(band.hi, row.base)
     row.method = method
     row.verdict, row.reason = _judge(row.delta, row.delta_pct or 0.0, band, m.better, threshold_pct)
     return row
@@ -242,88 +236,6 @@ def same_speed(rows: Sequence[MetricDelta], threshold_pct: float) -> str:
     return f"the same speed ({shown}: within the {threshold_pct:g} % threshold)"
 
 
-def _num(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def _side_losses(runs: Sequence[RunSamples]) -> dict[int, float]:
-    """Per-step loss of a side: its one run's, or the per-step median over its repetitions."""
-    steps = set.intersection(*(set(r.losses) for r in runs)) if runs else set()
-    return {s: statistics.median([r.losses[s] for r in runs]) for s in sorted(steps)}
-
-
-def loss_check(
-    base: Sequence[RunSamples], cand: Sequence[RunSamples], *, comparable: bool, reason: str = ""
-) -> tuple[LossCheck, MetricDelta]:
-    """Per-step loss alignment and the final-loss row."""
-    lb, lc = _side_losses(base), _side_losses(cand)
-    shared = sorted(set(lb) & set(lc))
-    atol, note = cs.loss_atol(
-        [v for v in lb.values() if math.isfinite(v)], [v for v in lc.values() if math.isfinite(v)], LOSS_ATOL
-    )
-    first = next((s for s in shared if not loss_agreement(lb[s], lc[s], atol, LOSS_RTOL)), None)
-    finite = [abs(lc[s] - lb[s]) for s in shared if math.isfinite(lb[s]) and math.isfinite(lc[s])]
-    check = LossCheck(
-        shared_steps=len(shared),
-        atol=atol,
-        rtol=LOSS_RTOL,
-        tolerance_note=note,
-        first_diverging_step=first,
-        base_at_divergence=_num(lb[first]) if first is not None else None,
-        candidate_at_divergence=_num(lc[first]) if first is not None else None,
-        max_abs_diff=max(finite) if finite else None,
-        verdict=NO_CHANGE,
-        reason="",
-    )
-    last = shared[-1] if shared else None
-    vb, vc = (lb[last], lc[last]) if last is not None else (math.nan, math.nan)
-    row = MetricDelta(
-        "final_loss",
-        "final loss",
-        "loss",
-        "lower",
-        _num(vb),
-        _num(vc),
-        None,
-        None,
-        None,
-        None,
-        f"|b − a| ≤ {atol:g} + {LOSS_RTOL:g}·|a| at the last shared step ({last})",
-        NO_CHANGE,
-    )
-    if row.base is not None and row.candidate is not None:
-        row.delta = row.candidate - row.base
-        row.delta_pct = _pct(row.delta, row.base)
-        tol = atol + LOSS_RTOL * abs(row.base)
-        row.band_lo_pct, row.band_hi_pct = _pct(-tol, abs(row.base)), _pct(tol, abs(row.base))
-    if not comparable or reason:
-        why = reason or "the environment fingerprints differ"
-        check.verdict, check.reason = NOT_COMPARABLE, why
-        row.verdict, row.reason = NOT_COMPARABLE, why
-        return check, row
-    if not shared:
-        check.verdict = row.verdict = INCONCLUSIVE
-        check.reason = row.reason = "no step logged a loss on both sides"
-        return check, row
-    if first is None:
-        check.reason = f"all {len(shared)} shared steps within tolerance ({note})"
-        row.reason = "within tolerance"
-        return check, row
-    worse = not (lc[first] < lb[first])  # NaN on the candidate side is worse
-    check.verdict = REGRESSED if worse else IMPROVED
-    check.reason = (
-        f"first diverging step {first}: base {lb[first]:.4g}, candidate {lc[first]:.4g} ({note}); "
-        f"{sum(1 for s in shared if not loss_agreement(lb[s], lc[s], atol, LOSS_RTOL))} of "
-        f"{len(shared)} shared steps outside tolerance"
-    )
-    if loss_agreement(vb, vc, atol, LOSS_RTOL):
-        row.reason = f"within tolerance at the end, but the curves diverged at step {first}"
-    else:
-        row.verdict = REGRESSED if not (vc < vb) else IMPROVED
-        row.reason = f"curves diverge from step {first}"
-    return check, row
-
-
 # Stall time that differs by less than this is the same (the stall rule's own floor: a second lost).
 STALL_SECONDS_SAME = 1.0
 
@@ -363,7 +275,7 @@ def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparabl
         row.verdict, row.reason = INCONCLUSIVE, "stall time not recorded on both sides (older results?)"
         return row
     row.delta = row.candidate - row.base
-    row.delta_pct = _pct(row.delta, row.base) if row.base > 0 else None
+    row.delta_pct = cs.pct_of(row.delta, row.base) if row.base > 0 else None
     if abs(row.delta) <= STALL_SECONDS_SAME:
         row.reason = "within a second"
     else:
@@ -510,4 +422,4 @@ def write_json(report: CompareReport, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["PERF_METRICS", "compare", "compare_run", "flag_contradictions", "loss_check", "write_json"]
+__all__ = ["PERF_METRICS", "compare", "compare_run", "flag_contradictions", "write_json"]

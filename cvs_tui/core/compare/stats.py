@@ -160,6 +160,11 @@ def welch_band(base: Sequence[float], cand: Sequence[float]) -> Band:
     return Band(d - h, d + h, f"Welch t 95% CI over the runs' values (df {df:.1f})")
 
 
+def pct_of(x: float, base: float) -> float | None:
+    """``x`` as a percentage of ``base`` (None when ``base`` is 0)."""
+    return x / base * 100.0 if base else None
+
+
 def cv_pct(xs: Sequence[float]) -> float | None:
     """Coefficient of variation in percent (run-to-run spread of one side)."""
     if len(xs) < 2:

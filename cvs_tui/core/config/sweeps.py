@@ -142,7 +142,13 @@ def build_runs(doc: dict[str, Any], problems: Problems, warnings: list[str]) -> 
         slugs[slug] = key
         specs[key] = RunSpec(key=key, maxtext_config=merged, steps=merged["steps"], slug=slug)
 
-    runs = doc.get("runs")
+    return _selected(doc.get("runs"), declared, specs, problems)
+
+
+def _selected(
+    runs: Any, declared: dict[str, Any], specs: dict[str, RunSpec], problems: Problems
+) -> list[RunSpec]:
+    """The sweeps ``runs`` selects, in its order (every declared sweep, in order, when it is absent)."""
     if runs is None:
         return [specs[k] for k in declared if k in specs]
     if not isinstance(runs, list):

@@ -22,15 +22,14 @@ from cvs_tui.core.health.model import (
     failure_reason,
     health_metrics,
 )
+from cvs_tui.core.health.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_q
 from cvs_tui.core.health.signatures import SIGNATURES, Signature, SignatureMatch, match_message
+from cvs_tui.core.health.smi_values import TelemetryError
 from cvs_tui.core.health.telemetry import (
     EccDelta,
-    TelemetryError,
     TelemetrySampler,
     ecc_deltas,
     parse_amd_smi_metric,
-    parse_nvidia_smi_csv,
-    parse_nvidia_smi_q,
     parse_rocm_smi_json,
     sampling_interval,
 )

@@ -26,6 +26,9 @@ not from its own step line. The rule (docs/metrics.md, "Straggler cause"):
    straggler's). No window, or no such node: no straggler is named.
 4. **What-if** (the OSDI'25 "what if no straggler" method, on the job's own step times): the seconds
    the window lost over healthy, as tokens/s the whole run would have gained without them.
+
+Long because the four steps share the window, the evidence types and the constants, in the order
+docs/metrics.md gives them; each cause class is its own small function.
 """
 
 from __future__ import annotations
@@ -228,10 +231,24 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
     peer_tin = [p for o in peers for p in _split(o.telemetry, w)[0]]
     hin, hout = _split(n.host_timing, w)
     peer_hin = [p for o in peers for p in _split(o.host_timing, w)[0]]
+    _throttle(sc[Cause.THROTTLE], tin, tout, peer_tin)
+    _clock(sc[Cause.CLOCK], tin, tout, peer_tin)
+    _ecc(sc[Cause.ECC], n, w)
+    _link(sc[Cause.LINK], tin, tout, peer_tin)
+    _host_cpu(sc[Cause.HOST_CPU], hin, hout, peer_hin)
+    _findings(sc, n, w)
+    if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
+        sc[Cause.CLOCK] = _Score()
+    return sc
 
-    # the throttle flag, and each reason where the tool names them (nvidia-smi): a GPU at its power
-    # limit shows "SW power cap" on and off all run long, on every node, which must neither hide a
-    # thermal slowdown new in the window nor pass for one
+
+_T = Sequence[TelemetryPoint]
+
+
+def _throttle(score: _Score, tin: _T, tout: _T, peer_tin: _T) -> None:
+    """The throttle flag, and each reason where the tool names them (nvidia-smi): a GPU at its power
+    limit shows "SW power cap" on and off all run long, on every node, which must neither hide a thermal
+    slowdown new in the window nor pass for one."""
     reasons = sorted({r for p in tin for r in p.throttle_reasons or ()})
     flags: list[tuple[str, Callable[[TelemetryPoint], bool | None]]] = [
         *((f" ({r})", _reason_flag(r)) for r in reasons),
@@ -253,8 +270,11 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
                 f"({sum(f_out)}/{len(f_out)} outside it, {100 * _share(f_peers):.0f} % on the other nodes)",
             )
     if best is not None:
-        sc[Cause.THROTTLE].add(2 * best[0], best[1])
+        score.add(2 * best[0], best[1])
 
+
+def _clock(score: _Score, tin: _T, tout: _T, peer_tin: _T) -> None:
+    """A graphics clock below the node's own level outside the window, or its peers'."""
     clk_in = _mean([p.gfx_clock_mhz for p in tin])
     for ref, what in (
         (_mean([p.gfx_clock_mhz for p in tout]), "outside the window"),
@@ -263,12 +283,15 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
         if clk_in is not None and ref:
             drop = 100 * (ref - clk_in) / ref
             if drop >= CLOCK_DROP_PCT / 2:
-                sc[Cause.CLOCK].add(
+                score.add(
                     drop / CLOCK_DROP_PCT,
                     f"graphics clock {clk_in:.0f} MHz vs {ref:.0f} MHz {what} ({-drop:.0f} %)",
                 )
                 break
 
+
+def _ecc(score: _Score, n: NodeEvidence, w: Window) -> None:
+    """Error and memory-repair counters that rose in the window, by more than they rose before it."""
     rises: list[str] = []
     total_rise = 0
     for label, count in _COUNTERS:
@@ -285,8 +308,12 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
                 rises.append(f"{label} +{rose}")
                 total_rise += rose
     if rises:
-        sc[Cause.ECC].add(1.0 + min(total_rise, 1000) / 1000, f"{', '.join(rises)} in the window")
+        score.add(1.0 + min(total_rise, 1000) / 1000, f"{', '.join(rises)} in the window")
 
+
+def _link(score: _Score, tin: _T, tout: _T, peer_tin: _T) -> None:
+    """A PCIe link narrower or slower than outside the window, than its peers', or than its own maximum
+    (unless it was already below it before the window)."""
     for attr, top, unit in (
         ("pcie_width", "pcie_width_max", "lanes"),
         ("pcie_speed_gts", "pcie_speed_max_gts", "GT/s"),
@@ -297,15 +324,19 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
         refs = [
             (_median_or_none([getattr(p, attr) for p in tout]), "outside the window"),
             (_median_or_none([getattr(p, attr) for p in peer_tin]), "on the other nodes"),
-            # the link's own maximum, unless it was already below it before the window
             (most if before_v is None or most is None or before_v >= most else None, "its maximum"),
         ]
         for ref, what in refs:
             if now_v is not None and ref and now_v < ref:
                 of = f" (its maximum {most:g})" if most and what != "its maximum" else ""
-                sc[Cause.LINK].add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}{of}")
+                score.add(1.5, f"PCIe link {now_v:g} {unit} vs {ref:g} {what}{of}")
                 break
 
+
+def _host_cpu(
+    score: _Score, hin: Sequence[HostPoint], hout: Sequence[HostPoint], peer_hin: Sequence[HostPoint]
+) -> None:
+    """Host CPU steal, pressure or the trainer's quota above the node's own level and its peers'."""
     for attr, what in (
         ("steal_pct", "CPU steal"),
         ("cpu_pressure_pct", "CPU pressure"),
@@ -326,10 +357,11 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
         if not levels:
             continue
         level = max(levels)  # above both its own level and its peers'
-        sc[Cause.HOST_CPU].add(
-            (v_in - level) / HOST_PP, f"{what} {v_in:.0f} % in the window vs {level:.0f} %"
-        )
+        score.add((v_in - level) / HOST_PP, f"{what} {v_in:.0f} % in the window vs {level:.0f} %")
 
+
+def _findings(sc: dict[Cause, _Score], n: NodeEvidence, w: Window) -> None:
+    """Kernel findings in the window, each counted for the cause class its signature belongs to."""
     hits: dict[Cause, list[str]] = {}
     for at, sig in n.findings:
         cause = FINDING_CAUSE.get(sig)
@@ -340,10 +372,6 @@ def _node_scores(n: NodeEvidence, w: Window, peers: Sequence[NodeEvidence]) -> d
             min(len(sigs), 3) * 1.0,
             f"{len(sigs)} kernel line(s) in the window: {', '.join(sorted(set(sigs)))}",
         )
-
-    if sc[Cause.THROTTLE].score >= 1.0:  # the throttle explains the clock drop
-        sc[Cause.CLOCK] = _Score()
-    return sc
 
 
 def _reason_flag(reason: str) -> Callable[[TelemetryPoint], bool | None]:

@@ -2,9 +2,9 @@
 
 Modules, in the order a run is judged:
 
-* ``table``: a node's step table (``StepCollector`` fills it from any source, ``StreamLog`` reads it a
-  chunk at a time); ``spill``: its columns, in memory up to a size and then in files; ``clock``: the
-  log's line times;
+* ``table``: a node's step table (``StepCollector`` fills it from any source); ``stream``: the table
+  read a chunk at a time (``StreamLog``); ``spill``: its columns, in memory up to a size and then in
+  files; ``clock``: the log's line times;
 * one module per rule over the table: ``window`` (the steady-state window and its drops, with
   ``steady``: its rule for time that moves between steps under asynchronous dispatch), ``stalls``
   (with ``background``: the stall rule and its attribution), ``figures`` (the node's step time and
@@ -17,7 +17,9 @@ Modules, in the order a run is judged:
 * ``verdicts``: a metric against its threshold spec (PASS, FAIL, RECORD, N/A);
 * ``outcome``: complete, failed, hung or interrupted, and the root-cause node;
 * ``records`` and ``finalize``: the RunRecord; ``finalize.judge_tables`` is a live run's entry,
-  ``finalize_run`` the same for events held in memory;
+  ``finalize_run`` the same for events held in memory; ``facts``: :class:`~cvs_tui.core.judge.facts.RunFacts`,
+  what the run's watcher knew that its logs do not say (exit codes, outcome, hosts, times, health, endings),
+  built once by the live runner or ``analyze`` and handed down as it is;
 * ``checkpoint``: the checkpoint-resume verdicts and the shared loss-agreement rule;
 * ``format``: the one number formatter every view uses.
 

@@ -51,7 +51,8 @@ class Interval:
 _SAVE_START = (CheckpointAction.SAVE_WAIT, CheckpointAction.SAVE_START)
 
 
-def _secs(x: float) -> str:
+def secs(x: float) -> str:
+    """Seconds as the judge's messages print them (3 significant digits below 100 s)."""
     return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
 
 
@@ -72,6 +73,82 @@ class _Span:
         self.end = t if self.end is None else max(self.end, t)
 
 
+def _checkpoint(
+    ev: CheckpointEvent,
+    t: float | None,
+    saves: dict[int, _Span],
+    restores: list[tuple[int | None, _Span]],
+    out: list[Interval],
+) -> None:
+    """One checkpoint line at time ``t``: a save's or a restore's span grows (``saves`` by step,
+    ``restores`` in order); a wait for the previous save is an interval of its own."""
+    a = ev.action
+    if a is CheckpointAction.WAIT_PREVIOUS and ev.seconds is not None:
+        start = None if t is None else t - ev.seconds
+        label = f"the wait for the previous checkpoint save ({secs(ev.seconds)})"
+        out.append(Interval("save_wait", label, start, t, None, ev.line))
+    elif a in (*_SAVE_START, CheckpointAction.SAVE_BLOCKING_DONE, CheckpointAction.SAVE_DONE):
+        if ev.step is None:
+            return
+        span = saves.setdefault(ev.step, _Span(ev.line))
+        span.widen(t)
+        if a is CheckpointAction.SAVE_START and ev.dialect == "maxtext":
+            span.is_async = True  # "Started an asynchronous checkpoint save for step N"
+        if a is CheckpointAction.SAVE_BLOCKING_DONE and ev.seconds is not None:
+            span.blocking = ev.seconds
+            span.widen(None if t is None else t - ev.seconds)
+        if a is CheckpointAction.SAVE_DONE:
+            span.done = True
+            if ev.seconds is not None:
+                span.seconds = ev.seconds
+                span.widen(None if t is None else t - ev.seconds)
+    elif a is CheckpointAction.RESTORE_START:
+        span = _Span(ev.line)
+        span.widen(t)
+        restores.append((ev.step, span))
+    elif a is CheckpointAction.RESTORE_DONE and ev.dialect != "standard_logger":
+        if not restores or restores[-1][1].done:
+            restores.append((ev.step, _Span(ev.line)))
+        span = restores[-1][1]
+        span.done = True
+        span.seconds = ev.seconds
+        span.widen(t)
+        if ev.seconds is not None and t is not None:
+            span.widen(t - ev.seconds)
+
+
+def _spans(
+    saves: dict[int, _Span], restores: list[tuple[int | None, _Span]], evals: dict[int, _Span]
+) -> list[Interval]:
+    """The intervals of the saves, restores and evals, once every line was read."""
+    out: list[Interval] = []
+    for step, span in saves.items():
+        if span.seconds is not None:
+            detail = (
+                f"background save {secs(span.seconds)}" if span.is_async else f"save {secs(span.seconds)}"
+            )
+        elif span.blocking is not None:
+            detail = f"blocking part {secs(span.blocking)}, no finish logged"
+        else:
+            detail = "no finish logged"
+        kind = "async save" if span.is_async else "checkpoint save"
+        out.append(
+            Interval("save", f"the {kind} of step {step} ({detail})", span.start, span.end, step, span.line)
+        )
+    for restored, span in restores:
+        what = (
+            f"the checkpoint restore of step {restored}" if restored is not None else "the checkpoint restore"
+        )
+        detail = f" ({secs(span.seconds)})" if span.seconds is not None else ""
+        out.append(Interval("restore", what + detail, span.start, span.end, restored, span.line))
+    for step, span in evals.items():
+        took = f" ({secs(span.end - span.start)})" if span.start is not None and span.end is not None else ""
+        out.append(
+            Interval("eval", f"the eval after step {step}{took}", span.start, span.end, step, span.line)
+        )
+    return out
+
+
 def background_intervals(
     events: Sequence[LogEvent], clock: Mapping[int, float] | None = None
 ) -> list[Interval]:
@@ -90,40 +167,7 @@ def background_intervals(
     eval_step: int | None = None
     for ev in events:
         if isinstance(ev, CheckpointEvent):
-            t = when(ev)
-            a = ev.action
-            if a is CheckpointAction.WAIT_PREVIOUS and ev.seconds is not None:
-                start = None if t is None else t - ev.seconds
-                label = f"the wait for the previous checkpoint save ({_secs(ev.seconds)})"
-                out.append(Interval("save_wait", label, start, t, None, ev.line))
-            elif a in (*_SAVE_START, CheckpointAction.SAVE_BLOCKING_DONE, CheckpointAction.SAVE_DONE):
-                if ev.step is None:
-                    continue
-                span = saves.setdefault(ev.step, _Span(ev.line))
-                span.widen(t)
-                if a is CheckpointAction.SAVE_START and ev.dialect == "maxtext":
-                    span.is_async = True  # "Started an asynchronous checkpoint save for step N"
-                if a is CheckpointAction.SAVE_BLOCKING_DONE and ev.seconds is not None:
-                    span.blocking = ev.seconds
-                    span.widen(None if t is None else t - ev.seconds)
-                if a is CheckpointAction.SAVE_DONE:
-                    span.done = True
-                    if ev.seconds is not None:
-                        span.seconds = ev.seconds
-                        span.widen(None if t is None else t - ev.seconds)
-            elif a is CheckpointAction.RESTORE_START:
-                span = _Span(ev.line)
-                span.widen(t)
-                restores.append((ev.step, span))
-            elif a is CheckpointAction.RESTORE_DONE and ev.dialect != "standard_logger":
-                if not restores or restores[-1][1].done:
-                    restores.append((ev.step, _Span(ev.line)))
-                span = restores[-1][1]
-                span.done = True
-                span.seconds = ev.seconds
-                span.widen(t)
-                if ev.seconds is not None and t is not None:
-                    span.widen(t - ev.seconds)
+            _checkpoint(ev, when(ev), saves, restores, out)
         elif isinstance(ev, EvalStartEvent):
             eval_step = ev.step
             evals.setdefault(ev.step, _Span(ev.line)).widen(when(ev))
@@ -144,28 +188,7 @@ def background_intervals(
         t = when(profiler)
         label = f"the profiler window from step {profiler.step}"
         out.append(Interval("profiler", label, t, t, profiler.step, profiler.line))
-    for step, span in saves.items():
-        if span.seconds is not None:
-            detail = (
-                f"background save {_secs(span.seconds)}" if span.is_async else f"save {_secs(span.seconds)}"
-            )
-        elif span.blocking is not None:
-            detail = f"blocking part {_secs(span.blocking)}, no finish logged"
-        else:
-            detail = "no finish logged"
-        kind = "async save" if span.is_async else "checkpoint save"
-        out.append(
-            Interval("save", f"the {kind} of step {step} ({detail})", span.start, span.end, step, span.line)
-        )
-    for step, span in restores:
-        what = f"the checkpoint restore of step {step}" if step is not None else "the checkpoint restore"
-        detail = f" ({_secs(span.seconds)})" if span.seconds is not None else ""
-        out.append(Interval("restore", what + detail, span.start, span.end, step, span.line))
-    for step, span in evals.items():
-        took = f" ({_secs(span.end - span.start)})" if span.start is not None and span.end is not None else ""
-        out.append(
-            Interval("eval", f"the eval after step {step}{took}", span.start, span.end, step, span.line)
-        )
+    out += _spans(saves, restores, evals)
     out.sort(key=lambda iv: iv.line)
     return out
 

@@ -20,6 +20,9 @@ from cvs_tui.core.judge.verdicts import FAIL, PASS
 from cvs_tui.core.plan import Plan, RunKind
 from cvs_tui.core.results import RunRecord, VerdictRecord
 
+# the runs whose losses the checkpoint-resume verdicts compare step by step (their judges keep them)
+RESUME_KINDS: tuple[RunKind, ...] = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
+
 SENTINEL_ATOL = 1e-6
 SENTINEL_RTOL = 0.01
 

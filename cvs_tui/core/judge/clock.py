@@ -26,8 +26,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,41 +36,11 @@ if TYPE_CHECKING:
 
     from cvs_tui.core.judge.spill import ColumnFiles, SpilledClock
 
-_FIRST = frozenset(b"IWEFCD0123456789")  # what a timed header can start with
 _NO_YEAR = 2000  # a leap year, so that 0229 reads
 
 
 def _frac(raw: bytes | None) -> float:
     return float(b"0." + raw[1:]) if raw else 0.0  # b".ffffff" or python logging's b",mmm"
-
-
-def line_clock(data: bytes) -> dict[int, float]:
-    """{1-based line: seconds} for every line that starts with a timed record header (see the module
-    docstring for the scale). O(size of the log)."""
-    return clock_of_lines(data.split(b"\n"))
-
-
-def file_clock(path: Path) -> dict[int, float]:
-    """:func:`line_clock` of a log file, read a block at a time (a long log is never held whole)."""
-    at, times = file_clock_arrays(path)
-    return dict(zip(at, times, strict=True))
-
-
-def clock_of_lines(lines: Iterable[bytes]) -> dict[int, float]:
-    """:func:`line_clock` of the log's lines, in order (a trailing newline on each is allowed)."""
-    from cvs_tui.core.parse._pyscan import HEADER_TIME
-
-    match = HEADER_TIME.match
-    first = _FIRST
-    at, times = _clock(
-        [
-            (
-                m.groups() if text and text[0] in first and (m := match(text)) is not None else None
-                for text in lines
-            )
-        ]
-    )
-    return dict(zip(at, times, strict=True))
 
 
 class LineClock(Mapping[int, float]):
@@ -107,8 +76,17 @@ class LineClock(Mapping[int, float]):
         return np.where(at[i] == lines, t[i], default)
 
 
+def line_clock(data: bytes, *, native: bool | None = None) -> LineClock:
+    """The line clock of a log's whole text: {1-based line: seconds} for every line that starts with a
+    timed record header (see the module docstring for the scale), read as :class:`ClockBuilder` reads a
+    log fed a chunk at a time. O(size of the log)."""
+    clock = ClockBuilder(native)
+    clock.feed(data)
+    return clock.finish()
+
+
 def file_line_clock(path: Path) -> LineClock:
-    """:func:`file_clock` as a :class:`LineClock` (what ``analyze`` holds of a long log's clock)."""
+    """The line clock of a log file, read a block at a time (a long log is never held whole)."""
     return LineClock(*file_clock_arrays(path))
 
 
@@ -199,17 +177,6 @@ def file_clock_arrays(
             clock.feed(data)
     done = clock.finish()
     return done.lines, done.times
-
-
-def _clock(blocks: Iterable[Iterable[tuple[bytes | None, ...] | None]]) -> tuple[array[int], array[float]]:
-    """The timed lines (ascending) and their times, from each line's header groups in order, in blocks of
-    lines (None or empty groups: the line starts with no timed header)."""
-    from cvs_tui.core.parse._pyscan import CLOCK_START, clock_groups
-
-    at: array[int] = array("q")
-    times: array[float] = array("d")
-    clock_groups(chain.from_iterable(blocks), 0, CLOCK_START, at, times)
-    return at, times
 
 
 def absl_clock_time(text: str, year: int = _NO_YEAR) -> float:

@@ -9,8 +9,9 @@ tokens and FLOPs over the common window, added in the order metrics._perf adds t
 by step), and :func:`put_window_perf` takes the step-time metrics from the slowest seconds (one ``sum``,
 exact order statistics). Every figure is the float the judge over every event gives. The run's record
 lists the common window's steps up to the series cap, else every k-th step with the count and the ranges
-(:func:`window_listing`). A node whose window steps are not ascending (``NodeDigest.window_ascending``)
-has its figures loaded whole instead (:func:`whole_window`), with the same result.
+(:func:`window_listing`). A node whose window steps are not ascending (``NodeDigest.window_ascending``:
+its log's step numbers went back) is merged from an ascending copy of its window files
+(:func:`ascending_copy`), so every run goes through the one merge.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.figures import WINDOW_COLUMNS
@@ -32,13 +33,11 @@ from cvs_tui.core.judge.metrics import (
     RunInputs,
     Sheet,
     perf_inconclusive,
-    put_perf,
     put_perf_figures,
     window_status,
 )
-from cvs_tui.core.judge.series import thin, thin_indexes
+from cvs_tui.core.judge.series import thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
-from cvs_tui.core.results import step_ranges
 
 if TYPE_CHECKING:
     import numpy as np
@@ -132,31 +131,14 @@ def merge_window(nodes: Sequence[ColumnFiles], out: ColumnFiles) -> Merged:
 def _tokens(
     c: Arrays, devices: int | None, planned: float | None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Each step's tokens per device (metrics.tokens_per_device over arrays)."""
+    """Each step's tokens per device (metrics.tokens_per_device over arrays): tokens/s/device x seconds,
+    else total_weights / devices, else the plan's tokens per step."""
     import numpy as np
 
-    return _tokens_of(
-        c["tok"].astype(np.float64, copy=False),
-        c["tok_ok"].astype(np.bool_, copy=False),
-        c["tw"].astype(np.float64, copy=False),
-        c["tw_ok"].astype(np.bool_, copy=False),
-        devices,
-        planned,
-    )
-
-
-def _tokens_of(
-    tok: npt.NDArray[np.float64],
-    tok_ok: npt.NDArray[np.bool_],
-    tw: npt.NDArray[np.float64],
-    tw_ok: npt.NDArray[np.bool_],
-    devices: int | None,
-    planned: float | None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Tokens/s/device x seconds, else total_weights / devices, else the plan's tokens per step."""
-    import numpy as np
-
-    by_weights = tw_ok & bool(devices)
+    tok = c["tok"].astype(np.float64, copy=False)
+    tok_ok = c["tok_ok"].astype(np.bool_, copy=False)
+    tw = c["tw"].astype(np.float64, copy=False)
+    by_weights = c["tw_ok"].astype(np.bool_, copy=False) & bool(devices)
     ok = tok_ok | by_weights | (planned is not None)
     rest = np.where(by_weights, tw / (devices or 1), math.nan if planned is None else planned)
     return np.where(tok_ok, tok, rest), ok
@@ -216,14 +198,20 @@ def _common_chunks(files: ColumnFiles, window: ColumnFiles) -> Iterator[Arrays]:
 
 
 def node_figures(
-    digests: Sequence[NodeDigest], run: RunInputs, window: ColumnFiles | None
+    digests: Sequence[NodeDigest],
+    run: RunInputs,
+    window: ColumnFiles | None,
+    ascending: Sequence[Path] | None = None,
 ) -> tuple[list[NodeStats], float | None, float | None]:
-    """One node's files at a time: each node's stats with its rates, and over the common ``window`` (None:
-    inconclusive) the tokens and FLOPs summed as metrics._perf sums them (None: some step carried none)."""
+    """One node's files at a time: each node's stats with its rates (over its window files in their own
+    order), and over the common ``window`` (None: inconclusive) the tokens and FLOPs summed as
+    metrics._perf sums them (None: some step carried none), read from each node's window files with their
+    steps ascending (``ascending``; by default its own)."""
     tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
     stats: list[NodeStats] = []
     for i, d in enumerate(digests):
         files = ColumnFiles(d.arrays, WINDOW_COLUMNS)
+        rising = files
         try:
             tk_rate = fl_rate = None
             if d.stats.step_time_mean_ms is not None:
@@ -237,7 +225,9 @@ def node_figures(
             )
             if window is None or i not in run.with_steps:
                 continue
-            for c in _common_chunks(files, window):
+            if ascending is not None and ascending[i] != d.arrays:
+                rising = ColumnFiles(ascending[i], WINDOW_COLUMNS)
+            for c in _common_chunks(rising, window):
                 tk_v, tk_ok = _tokens(c, run.global_devices, run.tokens_per_step)
                 fl_v, fl_ok = _flops(c, run.tflops_per_step)
                 tokens_ok = tokens_ok and bool(tk_ok.all())
@@ -246,6 +236,8 @@ def node_figures(
                 flops = seq_sum(flops, fl_v[fl_ok])
         finally:
             files.close()
+            if rising is not files:
+                rising.close()
     if window is None:
         return stats, None, None
     return stats, tokens if tokens_ok else None, flops if flops_ok else None
@@ -254,7 +246,7 @@ def node_figures(
 def put_window_perf(
     merged: Merged, tokens: float | None, flops: float | None, run: RunInputs, sheet: Sheet
 ) -> tuple[float | None, float | None]:
-    """metrics.put_perf over the slowest seconds in ``merged``, read a chunk at a time."""
+    """metrics.put_perf_figures over the slowest seconds in ``merged``, read a chunk at a time."""
     import numpy as np
 
     def secs() -> Iterator[npt.NDArray[np.float64]]:
@@ -276,90 +268,6 @@ def window_listing(merged: Merged, cap: int) -> tuple[list[int], int | None, lis
     return merged.files.take("steps", idx).tolist(), merged.count, merged.ranges
 
 
-class _Figures(NamedTuple):
-    """A node's window steps (its own window order) and their figures, as figures.write_window
-    wrote them."""
-
-    steps: npt.NDArray[np.int64]
-    sec: npt.NDArray[np.float64]
-    tok: npt.NDArray[np.float64]
-    tok_ok: npt.NDArray[np.bool_]
-    tw: npt.NDArray[np.float64]
-    tw_ok: npt.NDArray[np.bool_]
-    fl: npt.NDArray[np.float64]
-    fl_ok: npt.NDArray[np.bool_]
-
-
-def _load(path: Path) -> _Figures:
-    import numpy as np
-
-    files = ColumnFiles(path, WINDOW_COLUMNS)
-    try:
-        loaded = {k: files.load(k) for k in WINDOW_COLUMNS}
-    finally:
-        files.close()
-    return _Figures(
-        loaded["steps"].astype(np.int64, copy=False),
-        loaded["sec"].astype(np.float64, copy=False),
-        loaded["tok"].astype(np.float64, copy=False),
-        loaded["tok_ok"].astype(np.bool_, copy=False),
-        loaded["tw"].astype(np.float64, copy=False),
-        loaded["tw_ok"].astype(np.bool_, copy=False),
-        loaded["fl"].astype(np.float64, copy=False),
-        loaded["fl_ok"].astype(np.bool_, copy=False),
-    )
-
-
-def _common_steps(digests: Sequence[NodeDigest], with_steps: list[int]) -> npt.NDArray[np.int64] | None:
-    """Pass 1: the steps clean on every node that logged steps, sorted (None: no such node)."""
-    import numpy as np
-
-    common: npt.NDArray[np.int64] | None = None
-    for i in with_steps:
-        steps = _load(digests[i].arrays).steps
-        common = np.unique(steps) if common is None else np.intersect1d(common, steps, assume_unique=True)
-    return common
-
-
-def _window_figures(
-    digests: Sequence[NodeDigest], run: RunInputs, window: npt.NDArray[np.int64] | None
-) -> tuple[list[NodeStats], list[float] | None, float | None, float | None]:
-    """Pass 2, one node's arrays at a time: each node's stats with its rates, and over ``window`` (None:
-    inconclusive) the slowest node's seconds per step and the tokens and FLOPs summed in the order
-    metrics._perf sums them (None: some step carried none)."""
-    import numpy as np
-
-    devices, tflops_step = run.global_devices, run.tflops_per_step
-    slowest: npt.NDArray[np.float64] | None = None
-    tokens, flops, tokens_ok, flops_ok = 0.0, 0.0, True, True
-    stats: list[NodeStats] = []
-    for i, d in enumerate(digests):
-        a = _load(d.arrays)
-        tok, tok_ok = _tokens_of(a.tok, a.tok_ok, a.tw, a.tw_ok, devices, run.tokens_per_step)
-        fl_ok = a.fl_ok | (tflops_step is not None)
-        fl = np.where(a.fl_ok, a.fl, math.nan if tflops_step is None else tflops_step)
-        ok = d.stats.step_time_mean_ms is not None
-        tk_rate = sum(tok[tok_ok].tolist()) / d.window_seconds if ok and tok_ok.all() else None
-        fl_rate = sum(fl[fl_ok].tolist()) / d.window_seconds if ok and fl_ok.all() else None
-        stats.append(
-            dataclasses.replace(d.stats, tokens_per_sec_per_device=tk_rate, tflops_per_sec_per_device=fl_rate)
-        )
-        if window is None or i not in run.with_steps:
-            continue
-        order = np.argsort(a.steps, kind="stable")
-        pos = order[np.searchsorted(a.steps, window, sorter=order)]
-        sec = a.sec[pos]
-        # max() over the nodes in rank order: a later node wins only when strictly greater
-        slowest = sec if slowest is None else np.where(sec > slowest, sec, slowest)
-        tokens_ok = tokens_ok and bool(tok_ok[pos].all())
-        flops_ok = flops_ok and bool(fl_ok[pos].all())
-        tokens = seq_sum(tokens, tok[pos][tok_ok[pos]])
-        flops = seq_sum(flops, fl[pos][fl_ok[pos]])
-    if slowest is None:
-        return stats, None, None, None
-    return stats, slowest.tolist(), tokens if tokens_ok else None, flops if flops_ok else None
-
-
 _Listing = tuple[list[int], int | None, list[tuple[int, int]] | None]  # window_steps, count, ranges
 # node stats with rates, the window's listing, tokens/s total, TFLOP/s per GPU, window status and reason
 _Window = tuple[list[NodeStats], _Listing, float | None, float | None, Literal["ok", "inconclusive"], str]
@@ -367,69 +275,87 @@ _Window = tuple[list[NodeStats], _Listing, float | None, float | None, Literal["
 
 def window_figures(digests: Sequence[NodeDigest], inputs: RunInputs, cap: int, sheet: Sheet) -> _Window:
     """The run's window, each node's stats with its rates and the perf metrics (put on ``sheet``), the
-    window's steps listed up to ``cap`` (window_listing): merged a block at a time when every node's
-    window steps are ascending, else from every node's window steps loaded whole."""
-    if not all(digests[i].window_ascending for i in inputs.with_steps):
-        return whole_window(digests, inputs, cap, sheet)
+    window's steps listed up to ``cap`` (window_listing), merged a block at a time; a node whose window
+    steps are not ascending (its log's step numbers went back) is merged from an ascending copy of its
+    window files (:func:`ascending_copy`)."""
     # next to the digests' files: the same temporary folder, on the disk analyze chose for them
     folder = Path(tempfile.mkdtemp(prefix="run-", dir=digests[0].arrays.parent if digests else None))
     try:
-        return merged_window(digests, inputs, folder, cap, sheet)
+        merged = [
+            d.arrays if d.window_ascending else ascending_copy(d.arrays, folder / f"ascending{i}")
+            for i, d in enumerate(digests)
+        ]
+        return merged_window(digests, inputs, folder, cap, sheet, merged)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def ascending_copy(src: Path, folder: Path) -> Path:
+    """A copy in ``folder`` of the window files at ``src`` with their steps in ascending order. Holds the
+    node's window steps and their order (16 bytes a window step, as ``judge.stream.StepIndex`` holds a
+    log whose step numbers go back); the figures are copied a chunk at a time. A window step number is
+    unique (a step's first record), so the order is the one a rising log would have written."""
+    import numpy as np
+
+    files = ColumnFiles(src, WINDOW_COLUMNS)
+    out = ColumnFiles(folder, WINDOW_COLUMNS)
+    try:
+        order = np.argsort(files.load("steps"), kind="stable")
+        for a in range(0, len(order), spill.CHUNK):
+            part = order[a : a + spill.CHUNK]
+            back = np.argsort(part, kind="stable")  # take() reads ascending record indexes
+            at = part[back]
+            for name in WINDOW_COLUMNS:
+                values = np.empty(len(part), files.dtypes[name])
+                values[back] = files.take(name, at)
+                out.append(name, values)
+    finally:
+        files.close()
+        out.close()
+    return folder
+
+
 def merged_window(
-    digests: Sequence[NodeDigest], inputs: RunInputs, folder: Path, cap: int, sheet: Sheet
+    digests: Sequence[NodeDigest],
+    inputs: RunInputs,
+    folder: Path,
+    cap: int,
+    sheet: Sheet,
+    merged: Sequence[Path] | None = None,
 ) -> _Window:
-    """window_figures with every node's window steps ascending, the common window in column files in
-    ``folder``."""
-    nodes = [ColumnFiles(digests[i].arrays, WINDOW_COLUMNS) for i in inputs.with_steps]
-    out = ColumnFiles(folder, RUN_COLUMNS)
+    """window_figures with the common window in column files in ``folder``; ``merged``: each node's window
+    files with their steps ascending (by default its own, ``NodeDigest.arrays``)."""
+    ascending = list(merged) if merged is not None else [d.arrays for d in digests]
+    nodes = [ColumnFiles(ascending[i], WINDOW_COLUMNS) for i in inputs.with_steps]
+    out = ColumnFiles(folder / "common", RUN_COLUMNS)
     try:
         try:
-            merged = merge_window(nodes, out)
+            common = merge_window(nodes, out)
         finally:
             for f in nodes:
                 f.close()
-        wstatus, wreason = window_status(merged.count, inputs.with_steps, len(digests), inputs.windows, sheet)
+        wstatus, wreason = window_status(common.count, inputs.with_steps, len(digests), inputs.windows, sheet)
         ok = wstatus == "ok"
-        stats, tokens, flops = node_figures(digests, inputs, out if ok else None)
+        stats, tokens, flops = node_figures(digests, inputs, out if ok else None, ascending)
         if ok:
-            tok_total, tflops_gpu = put_window_perf(merged, tokens, flops, inputs, sheet)
+            tok_total, tflops_gpu = put_window_perf(common, tokens, flops, inputs, sheet)
         else:
             tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
-        return stats, window_listing(merged, cap), tok_total, tflops_gpu, wstatus, wreason
+        return stats, window_listing(common, cap), tok_total, tflops_gpu, wstatus, wreason
     finally:
         out.close()
-
-
-def whole_window(digests: Sequence[NodeDigest], inputs: RunInputs, cap: int, sheet: Sheet) -> _Window:
-    """The same with some node's window steps out of order: every node's window steps loaded whole."""
-    common = _common_steps(digests, inputs.with_steps)
-    window = [] if common is None else common.tolist()
-    wstatus, wreason = window_status(len(window), inputs.with_steps, len(digests), inputs.windows, sheet)
-    stats, slowest, tokens, flops = _window_figures(digests, inputs, common if wstatus == "ok" else None)
-    if slowest is not None:
-        tok_total, tflops_gpu = put_perf(slowest, tokens, flops, inputs, sheet)
-    else:
-        tok_total, tflops_gpu = perf_inconclusive(wreason, sheet)
-    listing: _Listing = (window, None, None)
-    if len(window) > cap:
-        listing = (thin(window, cap), len(window), step_ranges(window))
-    return stats, listing, tok_total, tflops_gpu, wstatus, wreason
 
 
 __all__ = [
     "BLOCK",
     "RUN_COLUMNS",
     "Merged",
+    "ascending_copy",
     "merge_window",
     "merged_window",
     "node_figures",
     "put_window_perf",
     "seq_sum",
-    "whole_window",
     "window_figures",
     "window_listing",
 ]

@@ -16,7 +16,8 @@ from cvs_tui.core.judge.metrics import NodeStats
 from cvs_tui.core.judge.order_stats import percentile
 from cvs_tui.core.judge.series import thin_indexes
 from cvs_tui.core.judge.spill import ColumnFiles
-from cvs_tui.core.judge.table import SPILL_COLUMNS, StreamLog, chunk_sum, last_train_records
+from cvs_tui.core.judge.stream import StreamLog, chunk_sum, last_train_records
+from cvs_tui.core.judge.table import SPILL_COLUMNS
 from cvs_tui.core.judge.window import StreamWindow, Survey, window_mask
 
 if TYPE_CHECKING:

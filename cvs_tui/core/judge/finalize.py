@@ -11,7 +11,7 @@ the one node judge (:func:`~cvs_tui.core.judge.node.judge_node`) and the one run
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +19,7 @@ from cvs_tui import __version__
 from cvs_tui.core import provenance
 from cvs_tui.core.events import LogEvent, RunOutcome, StallsEvent, VerdictEvent
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.judge.metrics import MetricsOutcome, RunContext
 from cvs_tui.core.judge.records import finite, run_environment, window_record
@@ -140,71 +141,29 @@ def _verdict_record(v: Verdict) -> VerdictRecord:
 
 
 def finalize_run(
-    run: PlannedRun,
-    node_events: Sequence[Sequence[LogEvent]],
-    *,
-    exit_codes: Sequence[int | None] | None = None,
-    outcome: RunOutcome | None = None,
-    reason: str = "",
-    root_cause_node: int | None = None,
-    hosts: Sequence[str] | None = None,
-    node_logs: Sequence[Path] | None = None,
-    node_lines: Sequence[int] | None = None,
-    started_at: float | None = None,
-    ended_at: float | None = None,
-    health: Mapping[str, float] | None = None,
-    endings: Sequence[Ending | None] | None = None,
+    run: PlannedRun, node_events: Sequence[Sequence[LogEvent]], facts: RunFacts | None = None
 ) -> RunRecord:
     """Judge one planned run from each node's events held in memory (index = rank): each node's events
-    go into a step table (``judge.table.StepCollector``), then :func:`judge_tables`. ``health``: the
-    run's ``health.*`` metric values; ``endings``: how the scheduler ended each node's run where the
-    launcher read it (else read from the tail of its log)."""
+    go into a step table (``judge.table.StepCollector``), then :func:`judge_tables` with the run's
+    ``facts`` (none: the logs alone)."""
     from cvs_tui.core.judge.table import StepCollector
 
     collectors = [StepCollector() for _ in node_events]
     try:
         for c, evs in zip(collectors, node_events, strict=True):
             c.add(list(evs))
-        return judge_tables(
-            run,
-            [c.table() for c in collectors],
-            exit_codes=exit_codes,
-            outcome=outcome,
-            reason=reason,
-            root_cause_node=root_cause_node,
-            hosts=hosts,
-            node_logs=node_logs,
-            node_lines=node_lines,
-            started_at=started_at,
-            ended_at=ended_at,
-            health=health,
-            endings=endings,
-        )[0]
+        return judge_tables(run, [c.table() for c in collectors], facts or RunFacts())[0]
     finally:
         for c in collectors:
             c.discard()
 
 
 def judge_tables(
-    run: PlannedRun,
-    tables: Sequence[StepTable],
-    *,
-    exit_codes: Sequence[int | None] | None = None,
-    outcome: RunOutcome | None = None,
-    reason: str = "",
-    root_cause_node: int | None = None,
-    hosts: Sequence[str] | None = None,
-    node_logs: Sequence[Path] | None = None,
-    node_lines: Sequence[int] | None = None,
-    started_at: float | None = None,
-    ended_at: float | None = None,
-    health: Mapping[str, float] | None = None,
-    keep_losses: bool = False,
-    endings: Sequence[Ending | None] | None = None,
+    run: PlannedRun, tables: Sequence[StepTable], facts: RunFacts, *, keep_losses: bool = False
 ) -> tuple[RunRecord, dict[int, float] | None]:
     """Judge one planned run from each node's step table (index = rank): what a live run does once it
     ends. Each node is judged on its own (``judge.node.judge_node``, its line clock read from its log,
-    ``node_logs``), then the run (``judge.run.judge_run``); the window figures and clocks go to a
+    ``facts.node_logs``), then the run (``judge.run.judge_run``); the window figures and clocks go to a
     temporary folder. Also returns, when ``keep_losses`` and the record's step series were bounded, the
     losses by step the checkpoint-resume verdicts compare (see judge_checkpoint_resume)."""
     import shutil
@@ -219,20 +178,19 @@ def judge_tables(
     try:
         digests = []
         for i, table in enumerate(tables):
-            path = node_logs[i] if node_logs and i < len(node_logs) else None
-            host = hosts[i] if hosts and i < len(hosts) else (path.name if path else f"node{i}")
+            path = facts.log(i)
             clock = spilled_file_clock(path, tmp / f"clock{i}") if path is not None else None
             try:
                 digests.append(
                     judge_node(
                         i,
                         table,
-                        node_lines[i] if node_lines and i < len(node_lines) else 0,
+                        facts.lines(i),
                         ctx=ctx,
                         log_path=path,
-                        host=host,
+                        host=facts.host(i),
                         arrays=tmp / f"node{i}",
-                        exit_code=exit_codes[i] if exit_codes and i < len(exit_codes) else None,
+                        exit_code=facts.exit_code(i),
                         keep_losses=keep_losses,
                         clock=clock,
                     )
@@ -240,18 +198,7 @@ def judge_tables(
             finally:
                 if clock is not None:
                     clock.files.close()
-        record = judge_run(
-            run,
-            digests,
-            exit_codes=exit_codes,
-            outcome=outcome,
-            reason=reason,
-            root_cause_node=root_cause_node,
-            started_at=started_at,
-            ended_at=ended_at,
-            health=health,
-            endings=endings,
-        )
+        record = judge_run(run, digests, facts)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads

@@ -18,14 +18,8 @@ from cvs_tui.core.events import EvalDialect, EvalEvent
 from cvs_tui.core.judge import spill
 from cvs_tui.core.judge.series import decimated_from
 from cvs_tui.core.judge.spill import ColumnFiles
-from cvs_tui.core.judge.table import (
-    FIGURE_COLUMNS,
-    TRAIN,
-    StreamLog,
-    chunk_sum,
-    each_chunk,
-    last_train_records,
-)
+from cvs_tui.core.judge.stream import FIGURE_COLUMNS, StreamLog, chunk_sum, each_chunk, last_train_records
+from cvs_tui.core.judge.table import TRAIN
 
 if TYPE_CHECKING:
     from cvs_tui.core.judge.metrics import RunInputs, Sheet

@@ -245,17 +245,6 @@ def perf_inconclusive(wreason: str, sheet: Sheet) -> tuple[None, None]:
     return None, None
 
 
-def put_perf(
-    step_secs: list[float], tokens: float | None, flops: float | None, run: RunInputs, sheet: Sheet
-) -> tuple[float | None, float | None]:
-    """The perf metrics from the window's step seconds (slowest node per step) and the tokens and FLOPs
-    summed over the window on every node that logged steps (None: some step carried none)."""
-    import numpy as np
-
-    secs = np.asarray(step_secs, dtype=np.float64)
-    return put_perf_figures(len(secs), sum(step_secs), lambda: [secs], tokens, flops, run, sheet)
-
-
 def put_perf_figures(
     n: int,
     total: float,

@@ -26,7 +26,8 @@ from cvs_tui.core.judge.metrics import NodeStats, RunContext, RunInputs, Sheet
 from cvs_tui.core.judge.records import node_record, window_record
 from cvs_tui.core.judge.series import SERIES_CAP, stream_series
 from cvs_tui.core.judge.spill import SpilledClock
-from cvs_tui.core.judge.table import StepTable, StreamLog
+from cvs_tui.core.judge.stream import StreamLog
+from cvs_tui.core.judge.table import StepTable
 from cvs_tui.core.judge.window import MIN_CLEAN_STEPS, NodeWindow, stream_window, survey
 from cvs_tui.core.results import ErrorRecord, NodeRecord
 

@@ -20,6 +20,7 @@ from cvs_tui.core.events import (
     StepEvent,
 )
 from cvs_tui.core.judge.definitions import MetricValue
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.parse.endings import NODE_FAILURE, OOM_KILL, PREEMPTION, REQUEUE, TIME_LIMIT, Ending
 from cvs_tui.core.parse.tracebacks import TRACEBACK
 
@@ -108,71 +109,41 @@ def _scheduler_ending(
     return i, e.describe(max(steps) if steps else None)
 
 
-def decide_outcome(
-    node_events: Sequence[Sequence[LogEvent]],
-    total_steps: int,
-    *,
-    exit_codes: Sequence[int | None] | None = None,
-    outcome: RunOutcome | None = None,
-    reason: str = "",
-    root_cause_node: int | None = None,
-    final_loss: MetricValue | None = None,
-    endings: Sequence[Ending | None] | None = None,
-    empty_nodes: Sequence[int] = (),
-) -> tuple[RunOutcome, str, int | None]:
-    """Outcome, reason and root-cause node. A given non-complete outcome (hung, interrupted) is kept.
-    ``endings``: per node, how the scheduler ended its run (None: it did not, or no scheduler).
-    ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run fails."""
-    sched = _scheduler_ending(endings, node_events)
-    external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
+def _first_fatal(node_events: Sequence[Sequence[LogEvent]]) -> tuple[int, str] | None:
+    """The node of the first fatal error that is not another's fallout, and the reason naming it."""
     fatal = [(i, h) for i, evs in enumerate(node_events) for h in _root_hit(evs)]
-    first_fatal: tuple[int, str] | None = None
-    if fatal:
-        primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
-        node, hit = primary[0]
-        others = sorted({i for i, _ in fatal} - {node})
-        also = f"; also on node(s) {others}" if others else ""
-        first_fatal = (node, f"node {node} line {hit.line}: {_hit_text(hit)}{also}")
-    if outcome is not None and outcome not in (RunOutcome.COMPLETE, RunOutcome.FAILED):
-        # hung or interrupted: keep that outcome, and name the first fatal error if the logs hold one
-        why = reason or outcome.value
-        if sched is not None and external:
-            why = f"{why}; {sched[1]}"
-        if first_fatal is not None:
-            return outcome, f"{why}; first fatal error: {first_fatal[1]}", first_fatal[0]
-        return outcome, why, root_cause_node
-    codes = list(exit_codes or [])
+    if not fatal:
+        return None
+    primary = [(i, h) for i, h in fatal if not _SECONDARY_ERROR.search(_hit_text(h))] or fatal
+    node, hit = primary[0]
+    others = sorted({i for i, _ in fatal} - {node})
+    also = f"; also on node(s) {others}" if others else ""
+    return node, f"node {node} line {hit.line}: {_hit_text(hit)}{also}"
+
+
+def _exit_codes(
+    given: Sequence[int | None] | None, node_events: Sequence[Sequence[LogEvent]]
+) -> list[int | None]:
+    """Each node's exit code: the given one, else the last its log printed."""
+    codes = list(given or [])
     for i, evs in enumerate(node_events):
         logged = [e.code for e in evs if isinstance(e, ExitCodeEvent)]
         if i >= len(codes):
             codes.append(logged[-1] if logged else None)
         elif codes[i] is None and logged:
             codes[i] = logged[-1]
-    if first_fatal is not None:
-        if sched is not None and external:  # a time limit or OOM kill, then the trainer's dying words
-            return RunOutcome.FAILED, f"{sched[1]}; then {first_fatal[1]}", sched[0]
-        return RunOutcome.FAILED, first_fatal[1], first_fatal[0]
-    if final_loss is not None and final_loss.absent == "non_finite":
-        return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
-    bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-    if bad:
-        # a live run knows which node failed first; the others were stopped as its victims
-        node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
-        if sched is not None:
-            # a time limit or an OOM kill is the cause wherever it was read; otherwise the node that
-            # exited badly is (every task's stderr may carry srun's lines about it)
-            root = sched[0] if external else node
-            return RunOutcome.FAILED, f"{sched[1]} (node {node} exited with code {code})", root
-        return RunOutcome.FAILED, f"node {node} exited with code {code}", node
-    if outcome is RunOutcome.FAILED:
-        if sched is not None:
-            return outcome, f"{reason}; {sched[1]}" if reason else sched[1], root_cause_node
-        return outcome, reason or "the run failed", root_cause_node
-    if empty_nodes:
-        # an empty log (or a followed file that never appeared) is no evidence that the rank ran (M1)
-        i = empty_nodes[0]
-        more = f" (also node(s) {list(empty_nodes[1:])})" if len(empty_nodes) > 1 else ""
-        return RunOutcome.FAILED, f"node {i} log is empty: nothing shows that this rank ran{more}", i
+    return codes
+
+
+def _by_steps(
+    node_events: Sequence[Sequence[LogEvent]],
+    total_steps: int,
+    sched: tuple[int, str] | None,
+    reason: str,
+    root_cause_node: int | None,
+) -> tuple[RunOutcome, str, int | None]:
+    """The outcome of a run with no error, bad exit code or failure given: complete when every node that
+    logged steps reached the last one, else failed at the first that fell short."""
     last = [max((e.step for e in evs if isinstance(e, StepEvent)), default=None) for evs in node_events]
     logged = [x for x in last if x is not None]
     if not logged:
@@ -199,6 +170,62 @@ def decide_outcome(
             return RunOutcome.FAILED, f"{sched[1]}; node {i} log ends at step {x} of {total_steps}", sched[0]
         return RunOutcome.FAILED, f"node {i} log ends at step {x} of {total_steps}", i
     return RunOutcome.COMPLETE, reason, root_cause_node
+
+
+def decide_outcome(
+    node_events: Sequence[Sequence[LogEvent]],
+    total_steps: int,
+    facts: RunFacts | None = None,
+    *,
+    final_loss: MetricValue | None = None,
+    empty_nodes: Sequence[int] = (),
+) -> tuple[RunOutcome, str, int | None]:
+    """Outcome, reason and root-cause node. From ``facts`` (what the run's watcher knew): each node's exit
+    code, a given outcome (a non-complete one, hung or interrupted, is kept) with its reason and root
+    cause, and ``endings``: per node, how the scheduler ended its run (None: it did not, or no
+    scheduler). ``empty_nodes``: ranks whose log holds no line at all; nothing shows they ran, so the run
+    fails."""
+    given = facts or RunFacts()
+    exit_codes, outcome, reason = given.exit_codes, given.outcome, given.reason
+    root_cause_node, endings = given.root_cause_node, given.endings
+    sched = _scheduler_ending(endings, node_events)
+    external = sched is not None and any(e is not None and e.cause in _EXTERNAL for e in endings or ())
+    first_fatal = _first_fatal(node_events)
+    if outcome is not None and outcome not in (RunOutcome.COMPLETE, RunOutcome.FAILED):
+        # hung or interrupted: keep that outcome, and name the first fatal error if the logs hold one
+        why = reason or outcome.value
+        if sched is not None and external:
+            why = f"{why}; {sched[1]}"
+        if first_fatal is not None:
+            return outcome, f"{why}; first fatal error: {first_fatal[1]}", first_fatal[0]
+        return outcome, why, root_cause_node
+    codes = _exit_codes(exit_codes, node_events)
+    if first_fatal is not None:
+        if sched is not None and external:  # a time limit or OOM kill, then the trainer's dying words
+            return RunOutcome.FAILED, f"{sched[1]}; then {first_fatal[1]}", sched[0]
+        return RunOutcome.FAILED, first_fatal[1], first_fatal[0]
+    if final_loss is not None and final_loss.absent == "non_finite":
+        return RunOutcome.FAILED, f"final loss is {final_loss.reason}", root_cause_node
+    bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+    if bad:
+        # a live run knows which node failed first; the others were stopped as its victims
+        node, code = next(((i, c) for i, c in bad if i == root_cause_node), bad[0])
+        if sched is not None:
+            # a time limit or an OOM kill is the cause wherever it was read; otherwise the node that
+            # exited badly is (every task's stderr may carry srun's lines about it)
+            root = sched[0] if external else node
+            return RunOutcome.FAILED, f"{sched[1]} (node {node} exited with code {code})", root
+        return RunOutcome.FAILED, f"node {node} exited with code {code}", node
+    if outcome is RunOutcome.FAILED:
+        if sched is not None:
+            return outcome, f"{reason}; {sched[1]}" if reason else sched[1], root_cause_node
+        return outcome, reason or "the run failed", root_cause_node
+    if empty_nodes:
+        # an empty log (or a followed file that never appeared) is no evidence that the rank ran (M1)
+        i = empty_nodes[0]
+        more = f" (also node(s) {list(empty_nodes[1:])})" if len(empty_nodes) > 1 else ""
+        return RunOutcome.FAILED, f"node {i} log is empty: nothing shows that this rank ran{more}", i
+    return _by_steps(node_events, total_steps, sched, reason, root_cause_node)
 
 
 __all__ = ["decide_outcome"]

@@ -144,20 +144,11 @@ def run_environment(node_events: Sequence[Sequence[LogEvent]], devices_per_node:
     return env
 
 
-def node_record(
-    rank: int,
-    events: Sequence[LogEvent],
-    window: NodeWindow,
-    stats: NodeStats,
-    host: str,
-    log_path: Path | None,
-    exit_code: int | None,
-    lines: int,
-) -> tuple[NodeRecord, list[ErrorRecord]]:
-    """One node's record: its errors (fatal first, capped, with log context), step series, evals,
-    checkpoints and window, from its events (the node judge passes its bounded series as the step
-    events, ``judge.series``). Kept as one function: each field is a short expression over the same
-    events."""
+def _node_errors(
+    rank: int, events: Sequence[LogEvent], log_path: Path | None
+) -> tuple[list[ErrorRecord], int, int]:
+    """The node's error records (fatal first, capped at MAX_ERRORS_PER_NODE, with their log context, in
+    line order), and how many fatal hits and hits in all its events carry."""
     hit_lines = {e.line for e in events if isinstance(e, ErrorHit)}
     # the abort line is usually also an always-on ErrorHit: keep one record per line
     hits = [
@@ -194,6 +185,23 @@ def node_record(
                 context_first_line=first,
             )
         )
+    return errors, len(fatal), len(hits)
+
+
+def node_record(
+    rank: int,
+    events: Sequence[LogEvent],
+    window: NodeWindow,
+    stats: NodeStats,
+    host: str,
+    log_path: Path | None,
+    exit_code: int | None,
+    lines: int,
+) -> tuple[NodeRecord, list[ErrorRecord]]:
+    """One node's record: its errors (fatal first, capped, with log context), step series, evals,
+    checkpoints and window, from its events (the node judge passes its bounded series as the step
+    events, ``judge.series``)."""
+    errors, fatal, hits = _node_errors(rank, events, log_path)
     if exit_code is None:
         codes = [e.code for e in events if isinstance(e, ExitCodeEvent)]
         exit_code = codes[-1] if codes else None
@@ -212,8 +220,8 @@ def node_record(
         tflops_per_sec_per_device=stats.tflops_per_sec_per_device,
         lag_pct=stats.lag_pct,
         straggler=stats.straggler,
-        fatal_errors=len(fatal),
-        warnings=len(hits) - len(fatal),
+        fatal_errors=fatal,
+        warnings=hits - fatal,
         steps=_STEP_SERIES.validate_python(
             [_step_fields(e) for e in (e for e in events if isinstance(e, StepEvent))]
         ),

@@ -7,12 +7,13 @@ big run never holds every step of every node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
-from cvs_tui.core.events import RunOutcome
 from cvs_tui.core.judge.definitions import METRIC_DEFINITIONS, MetricValue
 from cvs_tui.core.judge.digest_merge import window_figures
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import node_endings, run_context, run_record, run_verdicts
 from cvs_tui.core.judge.goodput import stall_section
 from cvs_tui.core.judge.metrics import (
@@ -28,7 +29,6 @@ from cvs_tui.core.judge.metrics import (
 from cvs_tui.core.judge.node import NodeDigest, load_curve
 from cvs_tui.core.judge.outcome import decide_outcome
 from cvs_tui.core.judge.series import SERIES_CAP, curve_note, curve_points, series_note
-from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.plan import PlannedRun
 from cvs_tui.core.results import RunRecord
 
@@ -38,7 +38,8 @@ def _no_reference_losses(inputs: RunInputs, sheet: Sheet) -> tuple[list[tuple[in
     (evals from every node); returns the (empty) curve and its count."""
     from cvs_tui.core.judge.loss import stream_losses
     from cvs_tui.core.judge.spill import ColumnFiles
-    from cvs_tui.core.judge.table import SPILL_COLUMNS, StepTable, StreamLog
+    from cvs_tui.core.judge.stream import StreamLog
+    from cvs_tui.core.judge.table import SPILL_COLUMNS, StepTable
     from cvs_tui.core.judge.window import survey
 
     log = StreamLog(StepTable(ColumnFiles(None, SPILL_COLUMNS), [], [], True), None)
@@ -100,41 +101,24 @@ def run_metrics(ctx: RunContext, digests: Sequence[NodeDigest]) -> MetricsOutcom
     return result
 
 
-def judge_run(
-    run: PlannedRun,
-    digests: Sequence[NodeDigest],
-    *,
-    exit_codes: Sequence[int | None] | None = None,
-    outcome: RunOutcome | None = None,
-    reason: str = "",
-    root_cause_node: int | None = None,
-    started_at: float | None = None,
-    ended_at: float | None = None,
-    health: Mapping[str, float] | None = None,
-    endings: Sequence[Ending | None] | None = None,
-) -> RunRecord:
+def judge_run(run: PlannedRun, digests: Sequence[NodeDigest], facts: RunFacts | None = None) -> RunRecord:
     """Judge one planned run from its nodes' digests (index = rank): :func:`run_metrics`, the outcome, the
-    verdicts and the record. A live run also gives the exit codes and the outcome its watchdog saw
-    (outcome.decide_outcome), its times and ``health``: the run's ``health.*`` metric values, judged
-    like any other metric. ``endings``: how the scheduler ended each node's run where the launcher read
-    it (the Slurm step's stderr); a node without one is read from the tail of its log."""
+    verdicts and the record. ``facts``: what the run's watcher knew that the logs do not say (the exit
+    codes and the outcome its watchdog saw, its times, its ``health.*`` metric values, the scheduler's
+    endings; see ``judge.facts``); the digests already carry each node's host, log and lines."""
+    facts = facts or RunFacts()
     result = run_metrics(run_context(run.judge, len(digests)), digests)
-    for name, value in (health or {}).items():
+    for name, value in (facts.health or {}).items():
         d = METRIC_DEFINITIONS.get(name)
         result.metrics[name] = MetricValue(name, value, d.unit if d else "count")
     slim = [d.events for d in digests]
+    logs = [Path(d.record.log_path) if d.record.log_path else None for d in digests]
     decided = decide_outcome(
         slim,
         run.steps,
-        exit_codes=exit_codes,
-        outcome=outcome,
-        reason=reason,
-        root_cause_node=root_cause_node,
+        dataclasses.replace(facts, endings=node_endings(len(digests), facts.endings, logs)),
         final_loss=result.metrics.get("training.final_loss"),
         empty_nodes=[d.rank for d in digests if d.record.lines == 0 and d.record.log_path],
-        endings=node_endings(
-            len(digests), endings, [Path(d.record.log_path) if d.record.log_path else None for d in digests]
-        ),
     )
     verdicts = run_verdicts(run, result, decided[0])
     cap = digests[0].series_cap if digests else SERIES_CAP
@@ -151,7 +135,7 @@ def judge_run(
         for d, s in zip(digests, result.node_stats, strict=True)
     ]
     errors = [e for d in digests for e in d.errors]
-    return run_record(run, result, decided, verdicts, nodes, errors, slim, started_at, ended_at)
+    return run_record(run, result, decided, verdicts, nodes, errors, slim, facts.started_at, facts.ended_at)
 
 
 __all__ = ["judge_run", "run_metrics"]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from cvs_tui.core.judge.table import StreamLog
+    from cvs_tui.core.judge.stream import StreamLog
 
 SERIES_CAP = 2000  # entries per node and per series; exact at or below it
 _PER_BUCKET = 5  # first, lowest loss, highest loss, longest seconds, first non-finite loss

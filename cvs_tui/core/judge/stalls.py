@@ -60,19 +60,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from cvs_tui.core.judge import spill
-from cvs_tui.core.judge.background import Interval
+from cvs_tui.core.judge.background import Interval, secs
 from cvs_tui.core.judge.order_stats import median
 from cvs_tui.core.judge.spill import ColumnFiles
-from cvs_tui.core.judge.table import (
-    PROFILER,
-    TRAIN,
-    Arrays,
-    Clock,
-    StreamLog,
-    chunk_sum,
-    clock_times,
-    each_chunk,
-)
+from cvs_tui.core.judge.stream import Arrays, Clock, StreamLog, chunk_sum, clock_times, each_chunk
+from cvs_tui.core.judge.table import PROFILER, TRAIN
 
 if TYPE_CHECKING:
     import numpy as np
@@ -130,7 +122,7 @@ class Stall:
     def reason(self) -> str:
         """The stall in one line, e.g. `step 7: 22.7 s, during the async save of step 0 (...)`."""
         what = "log gap of" if self.source == "log gap" else ""
-        return f"step {self.step}: {what}{' ' if what else ''}{_secs(self.seconds)}, {self.attribution}"
+        return f"step {self.step}: {what}{' ' if what else ''}{secs(self.seconds)}, {self.attribution}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +160,10 @@ class StallReport:
         """{step: reason} for the steady-state window (seconds stalls only: a log gap's step kept its
         own seconds)."""
         return {
-            s.step: f"stall: {_secs(s.seconds)} against a median of {_secs(s.median)}, {s.attribution}"
+            s.step: f"stall: {secs(s.seconds)} against a median of {secs(s.median)}, {s.attribution}"
             for s in self.stalls
             if s.source == "seconds"
         }
-
-
-def _secs(x: float) -> str:
-    return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
 
 
 def place_stall(
@@ -322,16 +310,16 @@ def stream_stalls(log: StreamLog, bg: list[Any], warmup: int) -> StallReport:
 def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
     import numpy as np
 
-    def secs() -> Iterator[npt.NDArray[np.float64]]:
+    def step_secs() -> Iterator[npt.NDArray[np.float64]]:
         for c in each_chunk(judged, "sec"):
             yield c["sec"]
 
     n = len(judged)
-    wall = chunk_sum(x.tolist() for x in secs())
+    wall = chunk_sum(x.tolist() for x in step_secs())
     if n < MIN_BASELINE_STEPS:
         return StallReport((), n, None, None, wall, wall / n if n else None)
-    m = median(secs, n)
-    s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in secs()), n)
+    m = median(step_secs, n)
+    s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in step_secs()), n)
     limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
     stalls: list[Stall] = []
     flagged: set[int] = set()

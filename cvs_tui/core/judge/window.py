@@ -22,7 +22,8 @@ from cvs_tui.core.judge.background import background
 from cvs_tui.core.judge.definitions import DevicePeak
 from cvs_tui.core.judge.stalls import StallReport, stream_stalls
 from cvs_tui.core.judge.steady import STEADY_BAND, Chunk, step_rates, window_drops_chunked
-from cvs_tui.core.judge.table import PROFILER, TRAIN, Arrays, StreamLog
+from cvs_tui.core.judge.stream import Arrays, StreamLog
+from cvs_tui.core.judge.table import PROFILER, TRAIN
 
 if TYPE_CHECKING:
     import numpy as np

@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import SecretStr
 
@@ -16,8 +17,15 @@ from cvs_tui.core.config.blocks import (
     ThresholdKind,
     ThresholdSpec,
 )
-from cvs_tui.core.config.host_config import Vendor, effective_host_config, gpu_mode, parse_runtime_args
-from cvs_tui.core.config.loader import PER_NODE_ENV_VARS, LoadedConfig
+from cvs_tui.core.config.checks import PER_NODE_ENV_VARS
+from cvs_tui.core.config.host_config import (
+    GpuMode,
+    Vendor,
+    effective_host_config,
+    gpu_mode,
+    parse_runtime_args,
+)
+from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.config.model import DEFAULT_COORDINATOR_PORT, RunSpec
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.plan.model import (
@@ -131,136 +139,21 @@ def _ckpt_sweep(loaded: LoadedConfig) -> RunSpec:
 
 
 def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id: str) -> Plan:
-    """Resolve everything a run needs; raises UserError when the config and the nodes disagree."""
+    """Resolve everything a run needs; raises UserError when the config and the nodes disagree. In order:
+    the nodes against the config's mode, the runs (:class:`_RunBase`), the container's name, the stage
+    rows (``plan.stages``), how the trainer is launched (:class:`_Launch`) and the warnings; then
+    ``{run_dir}`` is filled in."""
+    _check_node_count(loaded, cluster)
     cfg = loaded.config
-    nnodes = len(cluster.nodes)
-    if loaded.mode == "single" and nnodes > 1:
-        raise UserError(
-            f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
-            "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
-        )
-    # Per-node vars in container.env are overridden per node (the loader warned): keep them out.
-    env = {k: v for k, v in cfg.container.env.items() if k not in PER_NODE_ENV_VARS}
-    xla = xla_flags_value(cfg.train_params.xla_flags)
-    if xla is not None:
-        env["XLA_FLAGS"] = xla
-    port = env.get("JAX_COORDINATOR_PORT", DEFAULT_COORDINATOR_PORT)
-    log_dir = cfg.paths.log_dir.rstrip("/") or "/"
-    run_root = f"{log_dir}/{run_id}"
-    model = _label(loaded.model_label)
-
-    def planned(
-        key: str, slug: str, kind: RunKind, source: str | None, mc: dict[str, Any], name_slug: str
-    ) -> PlannedRun:
-        mc = copy.deepcopy(mc)
-        run_name = f"cvs_{model}_{name_slug}"
-        base_out = f"{run_root}/{name_slug}"
-        mc["run_name"] = run_name
-        mc["base_output_directory"] = base_out
-        cpu = str(mc.get("hardware", "")).lower() == "cpu"
-        if cpu and nnodes == 1:
-            mc.setdefault("skip_jax_distributed_system", True)
-        steps = mc["steps"]
-        return PlannedRun(
-            key=key,
-            slug=slug,
-            kind=kind,
-            source_sweep=source,
-            steps=steps,
-            run_name=run_name,
-            base_output_directory=base_out,
-            maxtext_config=mc,
-            yaml_text=yaml_dump(mc),
-            env=dict(env),
-            xla_flags=xla,
-            node_env=_node_env(cluster, port, cpu),
-            threshold_cell=loaded.thresholds.get(key) if kind == "sweep" else None,
-            judge=_judge_spec(loaded, key, kind, mc),
-        )
-
-    runs: list[PlannedRun] = []
-    smoke = cfg.smoke
-    if smoke.enabled and loaded.runs:
-        # The first selected sweep's model and mesh, at a small fixed shape in BF16.
-        mc = dict(loaded.runs[0].maxtext_config)
-        mc.update(
-            steps=smoke.steps,
-            per_device_batch_size=smoke.per_device_batch_size,
-            max_target_length=smoke.max_target_length,
-            quantization="",
-        )
-        runs.append(planned(SMOKE_KEY, SPECIAL_SLUGS[SMOKE_KEY], "smoke", loaded.runs[0].key, mc, "SMOKE"))
-    for spec in loaded.runs:
-        runs.append(planned(spec.key, spec.slug, "sweep", spec.key, spec.maxtext_config, spec.slug))
-    cr = cfg.checkpoint_resume
-    if cr.enabled:
-        sweep = _ckpt_sweep(loaded)
-        total = cr.steps_before_ckpt + cr.steps_after_resume
-        base = dict(sweep.maxtext_config)
-        base.update(cr.smoke_model_overrides)
-        # One LR schedule for all three so the losses at the boundary are comparable.
-        base["learning_rate_schedule_steps"] = total
-        p1 = base | {"steps": cr.steps_before_ckpt, "enable_checkpointing": True}
-        p1["checkpoint_period"] = cr.checkpoint_period
-        # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
-        # its logs still go to their own folder (CKPT_2).
-        # Its checkpoint_period is past its last step (as upstream), so it writes no full checkpoint of its
-        # own: only the restore is tested, and the folder holds phase 1's checkpoints alone.
-        p2 = p1 | {"steps": total, "checkpoint_period": total + 1}
-        runs.append(planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"))
-        runs.append(planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"))
-        if cr.reference_run:
-            ref = base | {"steps": total, "enable_checkpointing": False}
-            runs.append(
-                planned(
-                    CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF"
-                )
-            )
-
-    lifetime = cfg.container.lifetime
-    runtime = cfg.container.runtime.name
-    if lifetime == "no_launch":
-        container_name = cfg.container.name  # an existing container the operator started
-    elif lifetime == "persistent":
-        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}")
-    else:
-        container_name = _docker_name(f"{cfg.container.name}-{cluster.user}-{run_id}")
-
-    tokenizer_path = cfg.train_params.maxtext_config.get("tokenizer_path")
+    base = _RunBase.of(loaded, cluster, run_id)
+    runs = base.runs()
+    container_name = _container_name(loaded, cluster, run_id)
     stages = plan_stages(
         PlanInput(loaded=loaded, cluster=cluster, out_dir=out_dir, runs=runs, container_name=container_name)
     )
+    launch = _Launch.of(loaded, runs)
     tp = cfg.train_params
-    cpu_only = bool(runs) and all(str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs)
-    mode = gpu_mode(cfg.gpu_name, cpu_only=cpu_only)
-    host_config = None
-    if runtime == "docker":
-        vendor: Vendor | None = "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
-        host_config = effective_host_config(parse_runtime_args(cfg.container.runtime.args), vendor)
-    launcher_env = {"HF_HOME": cfg.paths.models_dir}
-    if runtime == "docker":
-        launcher_env["PYTHONPATH"] = f"$PYTHONPATH:{tp.maxtext_root}"
-        if mode == "amd":
-            launcher_env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
-    extra_warnings = list(cluster.warnings)
-    extra_warnings += _precision_name_warnings(runs)
-    if loaded.mode == "distributed" and nnodes == 1:
-        extra_warnings.append(
-            f"{loaded.path.name} is a distributed config planned on 1 node ({cluster.source}): nothing "
-            "crosses a node; give the nodes with --nodes or --cluster"
-        )
-    if not cfg.enforce_thresholds:
-        extra_warnings.append(
-            "thresholds NOT enforced: metrics recorded, none gated "
-            "(set enforce_thresholds: true in the config to gate them)"
-        )
-    if not cluster.verify_host_keys and not cluster.is_local:
-        extra_warnings.append(HOST_KEYS_OFF)
-    if runtime == "docker" and mode == "auto":
-        extra_warnings.append(
-            f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
-            "defaults by what the node has (see preflight)"
-        )
+    tokenizer_path = tp.maxtext_config.get("tokenizer_path")
     plan = Plan(
         run_id=run_id,
         config_path=str(loaded.path),
@@ -282,14 +175,14 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
             for n in cluster.nodes
         ],
         coordinator=cluster.coordinator_ip,
-        coordinator_port=port,
+        coordinator_port=base.port,
         stages=stages,
         runs=runs,
         container_name=container_name,
         container_image=cfg.container.image,
         container_image_tar=cfg.container.image_tar or None,
-        container_runtime=runtime,
-        container_lifetime=lifetime,
+        container_runtime=launch.runtime,
+        container_lifetime=cfg.container.lifetime,
         container_args=dict(cfg.container.runtime.args),
         paths=cfg.paths.as_dict(),
         python=tp.python,
@@ -300,19 +193,204 @@ def build_plan(loaded: LoadedConfig, cluster: Cluster, *, out_dir: Path, run_id:
         maxtext_branch=tp.maxtext_branch,
         maxtext_install_cmd=tp.maxtext_install_cmd,
         error_patterns=loaded.error_patterns,
-        checkpoint_resume=cr.model_dump(mode="json"),
-        warnings=list(loaded.warnings) + extra_warnings,
+        checkpoint_resume=cfg.checkpoint_resume.model_dump(mode="json"),
+        warnings=list(loaded.warnings) + _plan_warnings(loaded, cluster, runs, launch),
         preflight_errors=list(loaded.preflight_errors),
-        host_config=host_config,
+        host_config=launch.host_config,
         cluster_env=dict(cluster.env_vars),
-        launcher_env=launcher_env,
+        launcher_env=launch.env,
         ssh_password=SecretStr(cluster.password) if cluster.password else None,
         health_kernel_log=cfg.health.kernel_log,
-        health_telemetry_s=None if cpu_only else (cfg.health.telemetry_interval_s or DEFAULT_TELEMETRY_S),
+        health_telemetry_s=None
+        if launch.cpu_only
+        else (cfg.health.telemetry_interval_s or DEFAULT_TELEMETRY_S),
     )
     # `{run_dir}` (left by the loader) is the run folder, known only now.
     run_dir = str(Path(out_dir).resolve())
     return Plan.model_validate(_replace_deep(plan.model_dump(), RUN_DIR_PLACEHOLDER, run_dir))
+
+
+def _check_node_count(loaded: LoadedConfig, cluster: Cluster) -> None:
+    nnodes = len(cluster.nodes)
+    if loaded.mode == "single" and nnodes > 1:
+        raise UserError(
+            f"{cluster.source}: {nnodes} nodes given to a single-node config ({loaded.path.name} sets none "
+            "of the NCCL RDMA device vars in container.env); use one node, or a distributed config"
+        )
+
+
+@dataclass(frozen=True)
+class _RunBase:
+    """What every run of one plan shares: the container env, XLA flags, the coordinator's port and where
+    the runs write; :meth:`runs` plans the smoke test, the sweeps and the checkpoint-resume runs."""
+
+    loaded: LoadedConfig
+    cluster: Cluster
+    env: dict[str, str]
+    xla: str | None
+    port: str
+    run_root: str
+    model: str
+
+    @classmethod
+    def of(cls, loaded: LoadedConfig, cluster: Cluster, run_id: str) -> _RunBase:
+        cfg = loaded.config
+        # Per-node vars in container.env are overridden per node (the loader warned): keep them out.
+        env = {k: v for k, v in cfg.container.env.items() if k not in PER_NODE_ENV_VARS}
+        xla = xla_flags_value(cfg.train_params.xla_flags)
+        if xla is not None:
+            env["XLA_FLAGS"] = xla
+        port = env.get("JAX_COORDINATOR_PORT", DEFAULT_COORDINATOR_PORT)
+        log_dir = cfg.paths.log_dir.rstrip("/") or "/"
+        return cls(loaded, cluster, env, xla, port, f"{log_dir}/{run_id}", _label(loaded.model_label))
+
+    def planned(
+        self, key: str, slug: str, kind: RunKind, source: str | None, mc: dict[str, Any], name_slug: str
+    ) -> PlannedRun:
+        mc = copy.deepcopy(mc)
+        run_name = f"cvs_{self.model}_{name_slug}"
+        base_out = f"{self.run_root}/{name_slug}"
+        mc["run_name"] = run_name
+        mc["base_output_directory"] = base_out
+        cpu = str(mc.get("hardware", "")).lower() == "cpu"
+        if cpu and len(self.cluster.nodes) == 1:
+            mc.setdefault("skip_jax_distributed_system", True)
+        steps = mc["steps"]
+        return PlannedRun(
+            key=key,
+            slug=slug,
+            kind=kind,
+            source_sweep=source,
+            steps=steps,
+            run_name=run_name,
+            base_output_directory=base_out,
+            maxtext_config=mc,
+            yaml_text=yaml_dump(mc),
+            env=dict(self.env),
+            xla_flags=self.xla,
+            node_env=_node_env(self.cluster, self.port, cpu),
+            threshold_cell=self.loaded.thresholds.get(key) if kind == "sweep" else None,
+            judge=_judge_spec(self.loaded, key, kind, mc),
+        )
+
+    def runs(self) -> list[PlannedRun]:
+        """The smoke test (when enabled), the selected sweeps, then the checkpoint-resume runs."""
+        loaded = self.loaded
+        runs: list[PlannedRun] = []
+        smoke = loaded.config.smoke
+        if smoke.enabled and loaded.runs:
+            # The first selected sweep's model and mesh, at a small fixed shape in BF16.
+            mc = dict(loaded.runs[0].maxtext_config)
+            mc.update(
+                steps=smoke.steps,
+                per_device_batch_size=smoke.per_device_batch_size,
+                max_target_length=smoke.max_target_length,
+                quantization="",
+            )
+            runs.append(
+                self.planned(SMOKE_KEY, SPECIAL_SLUGS[SMOKE_KEY], "smoke", loaded.runs[0].key, mc, "SMOKE")
+            )
+        for spec in loaded.runs:
+            runs.append(self.planned(spec.key, spec.slug, "sweep", spec.key, spec.maxtext_config, spec.slug))
+        if loaded.config.checkpoint_resume.enabled:
+            runs += self.checkpoint_runs()
+        return runs
+
+    def checkpoint_runs(self) -> list[PlannedRun]:
+        """Phase 1 (saves), phase 2 (restores) and, when asked, the uninterrupted reference run."""
+        cr = self.loaded.config.checkpoint_resume
+        sweep = _ckpt_sweep(self.loaded)
+        total = cr.steps_before_ckpt + cr.steps_after_resume
+        base = dict(sweep.maxtext_config)
+        base.update(cr.smoke_model_overrides)
+        # One LR schedule for all three so the losses at the boundary are comparable.
+        base["learning_rate_schedule_steps"] = total
+        p1 = base | {"steps": cr.steps_before_ckpt, "enable_checkpointing": True}
+        p1["checkpoint_period"] = cr.checkpoint_period
+        # Phase 2: same run_name and base_output_directory, so MaxText restores the latest checkpoint itself;
+        # its logs still go to their own folder (CKPT_2).
+        # Its checkpoint_period is past its last step (as upstream), so it writes no full checkpoint of its
+        # own: only the restore is tested, and the folder holds phase 1's checkpoints alone.
+        p2 = p1 | {"steps": total, "checkpoint_period": total + 1}
+        runs = [
+            self.planned(CKPT1_KEY, SPECIAL_SLUGS[CKPT1_KEY], "ckpt_phase1", sweep.key, p1, "CKPT"),
+            self.planned(CKPT2_KEY, SPECIAL_SLUGS[CKPT2_KEY], "ckpt_phase2", sweep.key, p2, "CKPT"),
+        ]
+        if cr.reference_run:
+            ref = base | {"steps": total, "enable_checkpointing": False}
+            runs.append(
+                self.planned(
+                    CKPT_REF_KEY, SPECIAL_SLUGS[CKPT_REF_KEY], "ckpt_reference", sweep.key, ref, "CKPT_REF"
+                )
+            )
+        return runs
+
+
+def _container_name(loaded: LoadedConfig, cluster: Cluster, run_id: str) -> str:
+    container = loaded.config.container
+    if container.lifetime == "no_launch":
+        return container.name  # an existing container the operator started
+    if container.lifetime == "persistent":
+        return _docker_name(f"{container.name}-{cluster.user}")
+    return _docker_name(f"{container.name}-{cluster.user}-{run_id}")
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How the trainer is started: the container runtime, whether every run is on CPU, how the container
+    gets its GPU (``mode``), the Docker HostConfig and the launcher's env."""
+
+    runtime: Literal["docker", "host"]
+    cpu_only: bool
+    mode: GpuMode
+    host_config: dict[str, Any] | None
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, loaded: LoadedConfig, runs: list[PlannedRun]) -> _Launch:
+        cfg = loaded.config
+        runtime = cfg.container.runtime.name
+        cpu_only = bool(runs) and all(
+            str(r.maxtext_config.get("hardware", "")).lower() == "cpu" for r in runs
+        )
+        mode = gpu_mode(cfg.gpu_name, cpu_only=cpu_only)
+        host_config = None
+        if runtime == "docker":
+            vendor: Vendor | None = "amd" if mode == "amd" else "nvidia" if mode == "nvidia" else None
+            host_config = effective_host_config(parse_runtime_args(cfg.container.runtime.args), vendor)
+        env = {"HF_HOME": cfg.paths.models_dir}
+        if runtime == "docker":
+            env["PYTHONPATH"] = f"$PYTHONPATH:{cfg.train_params.maxtext_root}"
+            if mode == "amd":
+                env["LD_LIBRARY_PATH"] = "/opt/rocm/lib:$LD_LIBRARY_PATH"
+        return cls(runtime, cpu_only, mode, host_config, env)
+
+
+def _plan_warnings(
+    loaded: LoadedConfig, cluster: Cluster, runs: list[PlannedRun], launch: _Launch
+) -> list[str]:
+    """What the plan warns of beyond the loader's warnings: the cluster's, then the plan's own."""
+    cfg = loaded.config
+    out = list(cluster.warnings)
+    out += _precision_name_warnings(runs)
+    if loaded.mode == "distributed" and len(cluster.nodes) == 1:
+        out.append(
+            f"{loaded.path.name} is a distributed config planned on 1 node ({cluster.source}): nothing "
+            "crosses a node; give the nodes with --nodes or --cluster"
+        )
+    if not cfg.enforce_thresholds:
+        out.append(
+            "thresholds NOT enforced: metrics recorded, none gated "
+            "(set enforce_thresholds: true in the config to gate them)"
+        )
+    if not cluster.verify_host_keys and not cluster.is_local:
+        out.append(HOST_KEYS_OFF)
+    if launch.runtime == "docker" and launch.mode == "auto":
+        out.append(
+            f"gpu_name {cfg.gpu_name!r} names no GPU vendor: each node's container gets AMD or NVIDIA "
+            "defaults by what the node has (see preflight)"
+        )
+    return out
 
 
 RUN_DIR_PLACEHOLDER = "{run_dir}"

@@ -361,21 +361,20 @@ class RunExecution:
         for r in ranks:
             finish_rank(r, pr.key, self.emit)
         try:
-            rec, losses = judging.judge_run(
-                pr,
-                [r.steps.table() for r in ranks],
-                exit_codes=[r.watch.exit_code for r in ranks],
+            facts = judging.RunFacts(
+                exit_codes=tuple(r.watch.exit_code for r in ranks),
                 outcome=verdict.outcome,
                 reason=verdict.reason,
                 root_cause_node=verdict.root,
-                hosts=[r.watch.host for r in ranks],
-                node_logs=[r.local_log for r in ranks],
-                node_lines=[r.parser.lines_seen for r in ranks],
+                hosts=tuple(r.watch.host for r in ranks),
+                node_logs=tuple(r.local_log for r in ranks),
+                node_lines=tuple(r.parser.lines_seen for r in ranks),
                 started_at=started,
                 ended_at=self.clock(),
                 health=self._health_metrics(pr.key),
-                endings=[r.ending for r in ranks],
+                endings=tuple(r.ending for r in ranks),
             )
+            rec, losses = judging.judge_run(pr, [r.steps.table() for r in ranks], facts)
         finally:
             for r in ranks:
                 r.steps.discard()

@@ -174,16 +174,14 @@ class Suite:
                         steps.add(parser.feed(chunk))
                 steps.add(parser.finish())
                 lines.append(parser.lines_seen)
-            rec, losses = judging.judge_run(
-                run,
-                [c.table() for c in collectors],
-                exit_codes=[n.exit_code for n in kept.nodes],
+            facts = judging.RunFacts(
+                exit_codes=tuple(n.exit_code for n in kept.nodes),
                 outcome=RunOutcome(kept.outcome),
                 reason=kept.reason,
                 root_cause_node=kept.root_cause_node,
-                hosts=[n.host for n in self.plan.nodes],
-                node_logs=logs,
-                node_lines=lines,
+                hosts=tuple(n.host for n in self.plan.nodes),
+                node_logs=tuple(logs),
+                node_lines=tuple(lines),
                 started_at=kept.started_at or time.time(),
                 ended_at=kept.ended_at or time.time(),
                 # what only the live run could see (node health) is taken as recorded, and judged again
@@ -194,6 +192,7 @@ class Suite:
                 }
                 or None,
             )
+            rec, losses = judging.judge_run(run, [c.table() for c in collectors], facts)
         finally:
             for c in collectors:
                 c.discard()

@@ -14,15 +14,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cvs_tui.core.events import (
-    EventDecodeError,
-    LogLinesEvent,
-    RunEndEvent,
-    RunEvent,
-    RunStartEvent,
-    SuiteEndEvent,
-    event_from_dict,
-)
+from cvs_tui.core.event_codec import EventDecodeError, event_from_dict
+from cvs_tui.core.events import LogLinesEvent, RunEndEvent, RunEvent, RunStartEvent, SuiteEndEvent
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.slug import slugify
 

@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 from cvs_tui.core.config.loader import LoadedConfig
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.events import LogEvent, MetricsFileStep, RunOutcome, StepEvent
-from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
+from cvs_tui.core.judge.checkpoint import RESUME_KINDS, judge_checkpoint_resume
 from cvs_tui.core.judge.clock import ClockBuilder
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import base_results, run_context
 from cvs_tui.core.judge.metrics import RunContext
 from cvs_tui.core.judge.node import NodeDigest, judge_node
@@ -200,10 +201,6 @@ def digest_log_file(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-# the runs whose losses the checkpoint-resume verdicts compare step by step
-_RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
-
-
 def judge_node_logs(
     run: PlannedRun,
     node_logs: Sequence[Path],
@@ -222,7 +219,7 @@ def judge_node_logs(
     live run could see is kept (see :func:`live_only`) and the record's notes say which is which."""
     paths = [Path(p) for p in node_logs]
     ctx = run_context(run.judge, len(paths))
-    keep = run.kind in _RESUME_KINDS
+    keep = run.kind in RESUME_KINDS
     with tempfile.TemporaryDirectory(prefix="cvs-tui-analyze-") as tmp:
         tasks = [
             (
@@ -238,51 +235,50 @@ def judge_node_logs(
         ]
         digests = _node_tasks(digest_log_file, tasks, _sizes(paths), workers)
         kept = live_only(live, len(paths))
-        record = judge_run(run, digests, **kept)
+        record = judge_run(run, digests, kept)
     if live is not None:
         record = with_live_only(record, live, kept)
     first = next((d for d in digests if d.record.steps), None)  # the node record_losses reads
     return record, first.losses if first is not None else None
 
 
-def live_only(live: RunRecord | None, nodes: int) -> dict[str, Any]:
-    """What a live run knew that its logs do not say, as judge_run's inputs: the trainers' exit codes,
+def live_only(live: RunRecord | None, nodes: int) -> RunFacts:
+    """What a live run knew that its logs do not say, as judge_run's facts: the trainers' exit codes,
     the outcome its watchdog or cvs-tui itself decided (a hang, a stop, a node-health failure: never
     re-derived from an exit code 143 that was cvs-tui's own SIGTERM) and the run's node-health metrics."""
     if live is None or len(live.nodes) != nodes:
-        return {}
-    kept: dict[str, Any] = {"exit_codes": [n.exit_code for n in live.nodes]}
-    if live.outcome != RunOutcome.COMPLETE.value and live.reason:
-        kept |= {"outcome": RunOutcome(live.outcome), "reason": live.reason}
-        kept["root_cause_node"] = live.root_cause_node
+        return RunFacts()
     health = {m.name: m.value for m in live.metrics if m.name.startswith("health.") and m.value is not None}
-    if health:
-        kept["health"] = health
+    kept = RunFacts(exit_codes=tuple(n.exit_code for n in live.nodes), health=health or None)
+    if live.outcome != RunOutcome.COMPLETE.value and live.reason:
+        kept = dataclasses.replace(
+            kept, outcome=RunOutcome(live.outcome), reason=live.reason, root_cause_node=live.root_cause_node
+        )
     return kept
 
 
-def with_live_only(record: RunRecord, live: RunRecord, kept: Mapping[str, Any]) -> RunRecord:
+def with_live_only(record: RunRecord, live: RunRecord, kept: RunFacts) -> RunRecord:
     """The re-judged record with the live run's health findings, and a note saying what was re-judged
     from the logs and what was kept from the live run."""
     what = []
     if live.health_findings:
         what.append(f"{len(live.health_findings)} node-health finding(s)")
-    if "outcome" in kept:
+    if kept.outcome is not None:
         what.append(f"its outcome ({live.outcome}: {live.reason})")
-    if "exit_codes" in kept:
+    if kept.exit_codes is not None:
         what.append("the trainers' exit codes")
-    if "health" in kept:
+    if kept.health is not None:
         what.append("its node-health metrics")
     if not what:
         return record
     note = "re-judged from the logs; kept from the live run (not in the logs): " + "; ".join(what)
     update: dict[str, Any] = {"health_findings": list(live.health_findings), "notes": [*record.notes, note]}
-    if "exit_codes" in kept:
+    if kept.exit_codes is not None:
         update["nodes"] = [
             n if n.exit_code is not None else n.model_copy(update={"exit_code": code})
-            for n, code in zip(record.nodes, kept["exit_codes"], strict=False)
+            for n, code in zip(record.nodes, kept.exit_codes, strict=False)
         ]
-    if "outcome" in kept:
+    if kept.outcome is not None:
         # the live run knew why it ended the run (a node-health finding, a hang, its own stop): a
         # trainer's exit code 143 in the log is that stop's SIGTERM, never the cause
         update |= {

@@ -8,10 +8,10 @@ functions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from cvs_tui.core.events import RunOutcome, StallsEvent, VerdictEvent
-from cvs_tui.core.judge.checkpoint import judge_checkpoint_resume
+from cvs_tui.core.events import StallsEvent, VerdictEvent
+from cvs_tui.core.judge.checkpoint import RESUME_KINDS, judge_checkpoint_resume
+from cvs_tui.core.judge.facts import RunFacts
 from cvs_tui.core.judge.finalize import (
     base_results,
     judge_tables,
@@ -20,7 +20,6 @@ from cvs_tui.core.judge.finalize import (
     verdict_events,
 )
 from cvs_tui.core.judge.table import StepCollector, StepTable
-from cvs_tui.core.parse.endings import Ending
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
@@ -36,45 +35,13 @@ def new_results(plan: Plan) -> Results:
     return base_results(plan, source="live", hosts=[n.host for n in plan.nodes])
 
 
-# the runs whose losses the checkpoint-resume verdicts compare step by step
-RESUME_KINDS = ("ckpt_phase1", "ckpt_phase2", "ckpt_reference")
-
-
 def judge_run(
-    run: PlannedRun,
-    tables: Sequence[StepTable],
-    *,
-    exit_codes: Sequence[int | None],
-    outcome: RunOutcome,
-    reason: str,
-    root_cause_node: int | None,
-    hosts: Sequence[str],
-    node_logs: Sequence[Path],
-    node_lines: Sequence[int],
-    started_at: float,
-    ended_at: float,
-    health: Mapping[str, float] | None = None,
-    endings: Sequence[Ending | None] | None = None,
+    run: PlannedRun, tables: Sequence[StepTable], facts: RunFacts
 ) -> tuple[RunRecord, dict[int, float] | None]:
-    """One finished run, judged from each rank's step table (index = rank); also the losses by step the
-    checkpoint-resume verdicts compare, when its record's series were bounded (see judge_tables).
-    ``endings``: how the scheduler ended each rank's task, where the launcher could read it."""
-    return judge_tables(
-        run,
-        tables,
-        exit_codes=exit_codes,
-        outcome=outcome,
-        reason=reason,
-        root_cause_node=root_cause_node,
-        hosts=hosts,
-        node_logs=node_logs,
-        node_lines=node_lines,
-        started_at=started_at,
-        ended_at=ended_at,
-        health=health,
-        endings=endings,
-        keep_losses=run.kind in RESUME_KINDS,
-    )
+    """One finished run, judged from each rank's step table (index = rank) and what its watcher saw
+    (``facts``); also the losses by step the checkpoint-resume verdicts compare, when its record's series
+    were bounded (see judge_tables)."""
+    return judge_tables(run, tables, facts, keep_losses=run.kind in RESUME_KINDS)
 
 
 def judge_checkpoint(
@@ -92,3 +59,14 @@ def run_result_events(rec: RunRecord) -> list[VerdictEvent | StallsEvent]:
 
 def stages_of(state: RunState) -> list[StageRecord]:
     return stage_records(state)
+
+
+__all__ = [
+    "RunFacts",
+    "judge_checkpoint",
+    "judge_run",
+    "new_results",
+    "run_result_events",
+    "stages_of",
+    "step_collector",
+]

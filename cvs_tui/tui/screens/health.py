@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 from cvs_tui.core.events import Severity
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.screens.base import RunViewScreen
-from cvs_tui.tui.widgets.node_table import health_cell, telemetry_text
+from cvs_tui.tui.widgets.node_cells import health_cell, telemetry_text
 
 
 def health_view(view: RunState, *, ascii_only: bool) -> Group:

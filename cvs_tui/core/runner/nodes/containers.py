@@ -1,7 +1,7 @@
 """Where the trainer runs on a node: inside a Docker container (aiodocker) or on the node itself (``host``).
 
-Longer than most modules: one class per runtime, and the Docker one owns its whole container life
-(preflight devices and image, create, exec with timeouts, teardown); splitting it would scatter that.
+Long because it holds one class per runtime, and the Docker one owns its whole container life (preflight
+devices and image, create, exec with timeouts, teardown); splitting it would scatter that.
 
 :class:`DockerRuntime` talks to the node's Docker API: the local socket for a local node, or the node's
 socket forwarded over that node's SSH connection (asyncssh ``forward_local_path``), so no Docker port is

@@ -80,11 +80,8 @@ def _q(v: str) -> str:
     return shlex.quote(str(v))
 
 
-def build_launcher(spec: LaunchSpec) -> str:
-    """The launcher script text (bash; also valid for busybox ash). Raises UserError on bad names.
-
-    Longer than usual: one script template, read top to bottom in the order the node runs it.
-    """
+def _check(spec: LaunchSpec) -> None:
+    """Every bad env name and train script entry, in one UserError."""
     names = [*spec.pre_env, *spec.env, *spec.post_env]
     problems = [
         f"env: {k!r} is not a valid environment variable name" for k in names if not _ENV_NAME.match(k)
@@ -97,6 +94,37 @@ def build_launcher(spec: LaunchSpec) -> str:
     if problems:
         raise UserError(problems)
 
+
+def _train_script_branches(spec: LaunchSpec, cancelled: str) -> list[str]:
+    """``set --`` the first of train_script_paths the node has (a file, or ``module:`` a module its
+    python imports); else fail, or say it was cancelled."""
+    out: list[str] = []
+    tail_args = " ".join(_q(a) for a in [spec.config_path, *spec.extra_args])
+    branches = []
+    for entry in spec.train_script_paths:
+        if entry.startswith(MODULE_PREFIX):
+            mod = entry[len(MODULE_PREFIX) :]
+            cond = f'"$PY" -c {_q(_PROBE)} {_q(mod)} >/dev/null 2>&1'
+            run = f'set -- "$PY" -m {_q(mod)} {tail_args}'
+        else:
+            cond = f"[ -f {_q(entry)} ]"
+            run = f'set -- "$PY" {_q(entry)} {tail_args}'
+        branches.append((cond, run))
+    listed = ", ".join(spec.train_script_paths)
+    for i, (cond, run) in enumerate(branches):
+        out.append(f"{'if' if i == 0 else 'elif'} {cond}; then {run}")
+    out.append(
+        f"else {cancelled}; fail {_q('none of train_script_paths exist on this node: ' + listed)} "
+        f"{RC_NO_TRAIN_SCRIPT}"
+    )
+    out.append("fi")
+    return out
+
+
+def build_launcher(spec: LaunchSpec) -> str:
+    """The launcher script text (bash; also valid for busybox ash), one template read top to bottom in
+    the order the node runs it. Raises UserError on bad names."""
+    _check(spec)
     log = _q(spec.log_path)
     lines = [
         "#!/usr/bin/env bash",
@@ -141,27 +169,9 @@ def build_launcher(spec: LaunchSpec) -> str:
             f"cd -- {_q(spec.workdir)} || fail {_q('cannot cd to ' + spec.workdir)} {RC_SETUP_FAILED}"
         )
     lines.append(f"PY={_q(spec.python)}")
-    tail_args = " ".join(_q(a) for a in [spec.config_path, *spec.extra_args])
-    branches = []
-    for entry in spec.train_script_paths:
-        if entry.startswith(MODULE_PREFIX):
-            mod = entry[len(MODULE_PREFIX) :]
-            cond = f'"$PY" -c {_q(_PROBE)} {_q(mod)} >/dev/null 2>&1'
-            run = f'set -- "$PY" -m {_q(mod)} {tail_args}'
-        else:
-            cond = f"[ -f {_q(entry)} ]"
-            run = f'set -- "$PY" {_q(entry)} {tail_args}'
-        branches.append((cond, run))
-    listed = ", ".join(spec.train_script_paths)
-    for i, (cond, run) in enumerate(branches):
-        lines.append(f"{'if' if i == 0 else 'elif'} {cond}; then {run}")
     why = _q("cancelled by cvs-tui before the trainer started")
     cancelled = f'[ -e "$CANCEL_FILE" ] && fail {why} {RC_CANCELLED}'
-    lines.append(
-        f"else {cancelled}; fail {_q('none of train_script_paths exist on this node: ' + listed)} "
-        f"{RC_NO_TRAIN_SCRIPT}"
-    )
-    lines.append("fi")
+    lines += _train_script_branches(spec, cancelled)
     lines += [
         cancelled,
         # Own process group (pgid = pid): teardown stops the trainer and everything it started at once.
