@@ -203,7 +203,58 @@ def _perf_row(
     row.band_lo_pct, row.band_hi_pct = _pct(band.lo, row.base), _pct(band.hi, row.base)
     row.method = method
     row.verdict, row.reason = _judge(row.delta, row.delta_pct or 0.0, band, m.better, threshold_pct)
+    if single and row.verdict in (IMPROVED, REGRESSED):
+        _within_drift(row, m, base[0], cand[0])
     return row
+
+
+def _within_drift(row: MetricDelta, m: PerfMetric, base: RunSamples, cand: RunSamples) -> None:
+    """A within-run claim stands only when the two runs differ by more than either run differs from
+    itself: the step-to-step band cannot see load that comes and goes on a shared machine, but the
+    figure's drift between quarters of one run does. Within that drift the row is INCONCLUSIVE."""
+    row.base_drift_pct = cs.drift_pct(base.samples, m.stat)
+    row.candidate_drift_pct = cs.drift_pct(cand.samples, m.stat)
+    if row.base is None or row.candidate is None or row.base <= 0 or row.candidate <= 0:
+        return
+    apart = (max(row.candidate / row.base, row.base / row.candidate) - 1.0) * 100.0
+    drifts = [d for d in (row.base_drift_pct, row.candidate_drift_pct) if d is not None]
+    if drifts and apart > max(drifts):
+        return
+    own = (
+        f"{m.label} moves by up to {_whole_pct(row.base_drift_pct)} (base) and "
+        f"{_whole_pct(row.candidate_drift_pct)} (candidate) between quarters of one run"
+        if drifts
+        else "the windows are too short to measure their own drift"
+    )
+    row.verdict = INCONCLUSIVE
+    row.reason = (
+        f"noise band: the {format_pct(row.delta_pct)} difference is within the runs' own drift ({own}); "
+        f"a loaded machine? repeat each side {MIN_REPETITIONS}+ times"
+    )
+
+
+def _whole_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f} %"
+
+
+TAIL_ROW = "step_time_p95_ms"
+
+
+def tail_alone(rows: Sequence[MetricDelta]) -> None:
+    """With one run per side judged within the runs, the p95 step time is the run's two or three slowest
+    steps: on a shared machine those are where outside load lands, and nothing within one run tells it
+    from the code. A p95 change the median step time does not make in the same direction decides
+    nothing there (INCONCLUSIVE); with repetitions the run-to-run band judges the tail on its own."""
+    p95 = next((m for m in rows if m.metric == TAIL_ROW), None)
+    p50 = next((m for m in rows if m.metric == ROBUST_ROW), None)
+    if p95 is None or p50 is None or p95.verdict not in (IMPROVED, REGRESSED) or p50.verdict == p95.verdict:
+        return
+    p95.verdict = INCONCLUSIVE
+    p95.reason = (
+        f"noise band: the tail moved ({format_pct(p95.delta_pct)}) while {p50.label} did not "
+        f"({p50.verdict.lower()}, {format_pct(p50.delta_pct)}); one run per side, the p95 is its slowest few "
+        f"steps, where outside load lands; repeat each side {MIN_REPETITIONS}+ times"
+    )
 
 
 def flag_contradictions(rows: Sequence[MetricDelta], threshold_pct: float) -> None:
@@ -333,6 +384,18 @@ def _stall_seconds(run: RunRecord) -> float | None:
     return m.value if m is not None else None
 
 
+def _stall_unmeasured(side: str, runs: Sequence[RunRecord]) -> str:
+    """Why a side has no stall time: the judge's own reason (a run too short for a step-time baseline),
+    or that the results predate the metric."""
+    for r in runs:
+        m = next((m for m in r.metrics if m.name == "training.stall_seconds"), None)
+        if m is None:
+            return f"{side}: not recorded (results older than the stall metrics)"
+        if m.value is None:
+            return f"{side}: {m.reason or m.absent or 'not measured'}"
+    return ""
+
+
 def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparable: bool) -> MetricDelta:
     """Time lost to stalls (training.stall_seconds, mean over a side's runs), compared on its own: the
     steady rates above are free of stalls, so a stall shows here and nowhere else. It does not decide the
@@ -360,7 +423,10 @@ def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparabl
         row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
         return row
     if row.base is None or row.candidate is None:
-        row.verdict, row.reason = INCONCLUSIVE, "stall time not recorded on both sides (older results?)"
+        why = [w for w in (_stall_unmeasured("base", base), _stall_unmeasured("candidate", cand)) if w]
+        if len(why) == 2 and why[0].split(": ", 1)[1] == why[1].split(": ", 1)[1]:
+            why = ["both sides: " + why[0].split(": ", 1)[1]]
+        row.verdict, row.reason = INCONCLUSIVE, "stall time not measured: " + "; ".join(why)
         return row
     row.delta = row.candidate - row.base
     row.delta_pct = _pct(row.delta, row.base) if row.base > 0 else None
@@ -414,6 +480,8 @@ def compare_run(
         for m in PERF_METRICS
     ]
     flag_contradictions(metrics, threshold_pct)
+    if within_run and len(base) == 1 and len(cand) == 1:
+        tail_alone(metrics)
     loss, final = loss_check(
         sb, sc, comparable=comparable, reason="; ".join(schedule) if schedule and comparable else ""
     )
