@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
 import signal
 import sys
 from pathlib import Path
@@ -176,7 +175,7 @@ async def _main(
             loop.add_signal_handler(sig, stop)
     try:
         if ui:
-            from cvs_tui.cli.console import run_console
+            from cvs_tui.cli.console import run_console, run_detached
             from cvs_tui.core.feed import EventFeed
             from cvs_tui.tui.app import run_tui
 
@@ -196,13 +195,9 @@ async def _main(
                 run_dir=run_dir,
                 history=not args.no_history,
             )
-            if choice == "detach":
-                print(
-                    f"detached: run continues (pid {os.getpid()}); follow it with: "
-                    f"cvs-tui attach {run_dir.resolve()}",
-                    flush=True,
-                )
-            if choice in ("detach", "stop"):
+            if choice == "detach":  # the verdict line still comes here at the end
+                await run_detached(feed, folder.console_log, what="the run", attach=run_dir, ascii=args.ascii)
+            elif choice == "stop":
                 await run_console(feed, ascii=args.ascii)
                 ui = False  # the console printed the verdict line
         else:
