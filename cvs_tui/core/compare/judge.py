@@ -221,14 +221,14 @@ def _within_drift(row: MetricDelta, m: PerfMetric, base: RunSamples, cand: RunSa
     if drifts and apart > max(drifts):
         return
     own = (
-        f"{m.label} moves by up to {_whole_pct(row.base_drift_pct)} (base) and "
-        f"{_whole_pct(row.candidate_drift_pct)} (candidate) between quarters of one run"
+        f"up to {_whole_pct(row.base_drift_pct)} (base) and {_whole_pct(row.candidate_drift_pct)} "
+        "(candidate) between quarters of one run"
         if drifts
-        else "the windows are too short to measure their own drift"
+        else "the windows are too short to measure it"
     )
     row.verdict = INCONCLUSIVE
     row.reason = (
-        f"noise band: the {format_pct(row.delta_pct)} difference is within the runs' own drift ({own}); "
+        f"noise band: {m.label} {format_pct(row.delta_pct)} is within the runs' own drift ({own}); "
         f"a loaded machine? repeat each side {MIN_REPETITIONS}+ times"
     )
 
