@@ -77,7 +77,7 @@ def test_detaching_from_follow_hands_the_progress_to_console_log(tmp_path: Path)
     tmux = Tmux()
     cmd = (
         f"CVS_TUI_MAXTEXT_PYTHON={mx} {BIN} analyze {CONFIG} --follow --logs {log} --run SMOKE "
-        f"--out {out} --idle-exit 4 --no-history; echo EXITED=$?; sleep 60"
+        f"--out {out} --idle-exit 15 --no-history; echo EXITED=$?; sleep 60"
     )
     tmux.run("new-session", "-d", "-x", "160", "-y", "48", "-s", tmux.session, cmd)
     try:
