@@ -30,10 +30,10 @@ _cvs_bootstrap() {
         pyver=$("$py" -c 'import platform; print(platform.python_version())')
         log=.venv/setup.log
         if [[ -x .venv/bin/python ]]; then
-            cvs_setup_say "[1/3] updating .venv (Python $pyver): installing cvs-tui and its test tools, building its C log scanner (about 1-2 min, ~300 MB; log: $log)"
+            cvs_setup_say "[1/3] updating .venv (Python $pyver): installing cvs-tui with its C log scanner, and the test tools pytest, ruff, mypy, hypothesis and import-linter (about 1-2 min, ~390 MB; log: $log)"
             printf '# %s: cvs-tui set-up, tool environment\n' "$(date -u +%FT%TZ)" >"$log"
         else
-            cvs_setup_say "[1/3] creating .venv (Python $pyver): installing cvs-tui and its test tools, building its C log scanner (about 1-2 min, ~300 MB; log: $log)"
+            cvs_setup_say "[1/3] creating .venv (Python $pyver): installing cvs-tui with its C log scanner, and the test tools pytest, ruff, mypy, hypothesis and import-linter (about 1-2 min, ~390 MB; log: $log)"
             mkdir -p .venv
             printf '# %s: cvs-tui set-up, tool environment\n' "$(date -u +%FT%TZ)" >"$log"
             cvs_setup_step "$log" cvs_setup_hint_venv "$py" -m venv .venv

@@ -37,6 +37,19 @@ cvs_setup_last_line() {
         | awk 'NF && !/^WARNING: Location / { l = $0 } END { print l }'
 }
 
+# TEXT made to fit WIDTH columns without ending mid-phrase: a closing "(...)" aside goes first, then
+# whole words, with "…" to show that something was cut.
+cvs_setup_fit() {
+    local s=$1 w=$2
+    while ((${#s} > w)) && [[ $s == *" ("*")" ]]; do s=${s% (*}; done
+    if ((${#s} > w)); then
+        s=${s:0:w-1}
+        [[ $s == *" "* ]] && s=${s% *}
+        s="$s…"
+    fi
+    printf '%s' "$s"
+}
+
 # Runs in the background while a step runs: says how long the step has taken and what it waits
 # on (HINT_FN LOG prints that). On a terminal one line is redrawn every second; elsewhere a plain
 # line is printed every CVS_SETUP_BEAT_S seconds. It stops by itself if the calling shell dies.
@@ -54,7 +67,7 @@ cvs_setup_heartbeat() {
         what=$("$hint" "$log" 2>/dev/null || true)
         if ((tty)); then
             what="  ${spin:n++%4:1} ${el} s  ${what}"
-            printf '\r\033[K%s' "${what:0:cols-1}" >&2
+            printf '\r\033[K%s' "$(cvs_setup_fit "$what" $((cols - 1)))" >&2
         elif ((now - CVS_SETUP_LAST_T >= CVS_SETUP_BEAT_S)); then
             cvs_setup_say "      ... ${el} s: ${what}"
         fi

@@ -7,8 +7,11 @@ they happen, then the verdict tables and the suite result. Same events, same vie
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console, ConsoleRenderable, RenderHook
 from rich.table import Table
@@ -280,6 +283,11 @@ def headless_console() -> Console:
     return Console(soft_wrap=True, width=PIPE_WIDTH)
 
 
+def file_console(fh: TextIO) -> Console:
+    """A console writing plain lines to a file (no colour, no hard wrap), as in a CI log."""
+    return Console(file=fh, soft_wrap=True, width=PIPE_WIDTH, no_color=True, color_system=None)
+
+
 async def run_console(
     source: AsyncIterator[RunEvent],
     *,
@@ -314,3 +322,17 @@ async def run_console(
         cv.progress(force=True)
         cv.console.print(Text("the event stream ended before the suite did", style="yellow"))
     return cv.view
+
+
+async def run_detached(
+    source: AsyncIterator[RunEvent], log: Path, *, what: str, attach: Path, ascii: bool = False
+) -> RunState:
+    """The rest of a run after its view was detached: one line here saying so, then the progress lines
+    into ``log`` (in the run folder) rather than over the terminal the user just got back."""
+    print(
+        f"detached; {what} goes on (pid {os.getpid()}, Ctrl-C stops it); progress lines go to "
+        f"{log.resolve()}; follow it with: cvs-tui attach {attach.resolve()}",
+        flush=True,
+    )
+    with log.open("a", encoding="utf-8") as fh:
+        return await run_console(source, console=file_console(fh), ascii=ascii)

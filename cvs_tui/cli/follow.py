@@ -165,7 +165,7 @@ async def _main(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, session.stop)
     try:
-        from cvs_tui.cli.console import run_console
+        from cvs_tui.cli.console import run_console, run_detached
 
         if ui:
             from cvs_tui.core.feed import EventFeed
@@ -188,7 +188,11 @@ async def _main(
                 following=True,
                 history=not args.no_history,
             )
-            if choice in ("detach", "stop"):
+            if choice == "detach":
+                await run_detached(
+                    feed, folder.console_log, what="following", attach=folder.path, ascii=args.ascii
+                )
+            elif choice == "stop":
                 await run_console(feed, ascii=args.ascii)
         else:
             await run_console(source, console=_follow_console(), ascii=args.ascii)

@@ -139,6 +139,38 @@ def _did_you_mean(word: str) -> str | None:
     return f"unknown command {word!r}; did you mean {close[0]!r}?"
 
 
+def _refuse_unknown_options(parser: argparse.ArgumentParser, command: str, words: Sequence[str]) -> None:
+    """An option the command does not have is named first (argparse would first complain about a missing
+    required option, e.g. `scrub --public` -> "--out or --in-place is required")."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    cmd = sub.choices.get(command) if sub is not None else None
+    if cmd is None:
+        return
+    known = [*parser._option_string_actions, *_options_below(cmd)]
+    unknown = []
+    for word in words:
+        if " " in word or not (word.startswith("--") or (len(word) == 2 and word[0] == "-")):
+            continue  # a value (`--slurm-args "-N 2"`), a positional, or a negative number
+        opt = word.split("=", 1)[0]
+        if opt in known or (opt.startswith("--") and any(k.startswith(opt) for k in known)):
+            continue  # argparse takes an unambiguous prefix of a long option
+        if word[1:].lstrip("-").replace(".", "", 1).isdigit():
+            continue
+        unknown.append(word)
+    if unknown:
+        cmd.error(f"unrecognized arguments: {' '.join(unknown)} (see cvs-tui {command} --help)")
+
+
+def _options_below(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings of ``parser`` and of its own subcommands (`config list --json`)."""
+    out = list(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                out += _options_below(child)
+    return out
+
+
 class _VerdictOnly(io.TextIOBase):
     """stdout under ``-q``: whole lines pass only when they are a verdict line (``suite PASSED ...``,
     ``PASS  overall``, ``overall: REGRESSED``); everything else is dropped. Errors go to stderr as ever."""
@@ -179,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args_list.insert(first, "run")
     parser = build_parser(only=args_list[first] if first is not None else "")
+    if first is not None:
+        _refuse_unknown_options(parser, args_list[first], args_list[first + 1 : end])
     args = parser.parse_args(args_list)
     if not getattr(args, "command", None):
         parser.print_help()

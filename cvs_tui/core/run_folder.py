@@ -8,6 +8,7 @@ A run (live, or `analyze --out`) leaves one folder::
     report.html                the rendered report (junit.xml and summary.md beside it)
     logs/<slug>/node<rank>.log every node's full log, one folder per run
     exports/                   log views saved from the TUI
+    console.log                the progress lines after the view was detached (`run`'s d in the quit dialog)
     .lock, error.log           the writer's lock; cvs-tui's own traceback when it failed (runner/suite.py)
 
 A missing file is not an error here (a run in progress has no results.json yet); a file that is present
@@ -17,6 +18,7 @@ plan.json go through ``slugify`` again, so a hand-edited ``../../x`` cannot name
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -39,6 +41,8 @@ RESULTS = "results.json"
 REPORT = "report.html"
 LOGS = "logs"
 EXPORTS = "exports"
+CONSOLE_LOG = "console.log"
+LOCK = ".lock"  # held (flock) by the cvs-tui process writing the folder, for as long as it runs
 SLURM_STEPS = "slurm"  # the Slurm launcher's step folders: slurm/<slug>/node<rank>.sh/.log/.out
 FILE_MODE = 0o644  # shared like any file the run writes (mkstemp makes 0600)
 
@@ -95,6 +99,27 @@ class RunFolder:
     @property
     def exports_dir(self) -> Path:
         return self.path / EXPORTS
+
+    @property
+    def console_log(self) -> Path:
+        return self.path / CONSOLE_LOG
+
+    def writer_running(self) -> bool | None:
+        """Whether a cvs-tui process still holds the folder's lock (True), none does (False), or no lock
+        was ever taken here (None: `analyze --follow` and older folders)."""
+        try:
+            fh = (self.path / LOCK).open("r", encoding="utf-8")
+        except OSError:
+            return None
+        with fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return None
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            return False
 
     def node_log(self, slug: str, rank: int) -> Path:
         """``logs/<slug>/node<rank>.log``; the slug is sanitised, so the path stays inside the folder."""

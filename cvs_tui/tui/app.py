@@ -278,7 +278,7 @@ class CvsApp(App[QuitChoice]):
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error")
             return
-        self.notify(f"saved {len(pane.log_widget.lines)} lines to {path}", timeout=8)
+        self.notify(f"saved {len(pane.log_widget.lines)} lines to {path.resolve()}", timeout=8)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # One curated list (F10): the screens live in CvsCommands; Textual's own entries (Keys, Maximize,
@@ -311,6 +311,7 @@ async def run_tui(
     on_quit: QuitCallback | None = None,
     info: Mapping[str, str] | None = None,
     run_dir: Path | None = None,
+    export_dir: Path | None = None,
     following: bool = False,
     history: bool = True,
 ) -> QuitChoice:
@@ -329,6 +330,7 @@ async def run_tui(
         live=on_quit is not None,
         following=following,
         run_dir=run_dir,
+        export_dir=export_dir,
         history=history,
     )
     choice = await app.run_async(mouse=mouse)

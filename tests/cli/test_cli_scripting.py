@@ -56,6 +56,34 @@ def test_unknown_command_suggests_the_close_one(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().err.strip() == "cvs-tui: error: unknown command 'plna'; did you mean 'plan'?"
 
 
+@pytest.mark.parametrize(
+    ("argv", "unknown"),
+    [
+        (["scrub", "runs/x", "--public"], "--public"),  # before "--out or --in-place is required"
+        (["compare", "a", "b", "--within-runs", "--bogus=1"], "--within-runs --bogus=1"),
+        (["plan", "x.json", "-Z"], "-Z"),
+    ],
+)
+def test_an_unknown_option_is_named_first(
+    argv: list[str], unknown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {unknown}" in err and "required" not in err, err
+
+
+def test_option_prefixes_values_and_negative_numbers_are_not_unknown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse's own reading stands: an unambiguous prefix, a value that starts with a dash and a negative
+    number go through to the command (which then reports its own problem)."""
+    assert main(["compare", "/nonexistent/a", "/nonexistent/b", "--within", "--threshold-pct", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized" not in err and "--threshold-pct: -1.0 must be" in err
+
+
 def test_a_path_is_still_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "plna.json")]) == 2  # `cvs-tui CONFIG`: the loader names the missing file
     err = capsys.readouterr().err

@@ -90,3 +90,29 @@ def test_setup_maxtext_rejects_unknown_option() -> None:
     )
     assert proc.returncode == 2
     assert "unknown option --bogus" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "want"),
+    [
+        (
+            "  | 85 s  uv: compiling ~12k installed .py files to bytecode (the longest step; silent)",
+            79,
+            "  | 85 s  uv: compiling ~12k installed .py files to bytecode",
+        ),
+        (
+            "  / 3 s  installing cvs-tui[test]: pip: Downloading mypy-1.13.0-cp311-manylinux.whl",
+            40,
+            "  / 3 s  installing cvs-tui[test]:…",
+        ),
+        ("  - 1 s  short", 79, "  - 1 s  short"),
+    ],
+)
+def test_the_progress_line_fits_without_ending_mid_phrase(
+    tmp_path: Path, text: str, width: int, want: str
+) -> None:
+    """On a terminal the heartbeat is one redrawn line of the terminal's width: an aside in brackets
+    goes whole, then whole words with an ellipsis, never "(the longest step;"."""
+    proc = run_bash(f'cvs_setup_fit "{text}" {width}', tmp_path)
+    assert proc.stdout == want, proc.stdout
+    assert len(proc.stdout) <= width

@@ -64,3 +64,35 @@ def test_a_report_the_child_cannot_write_fails_the_command_in_one_line(tmp_path:
         assert "IsADirectoryError" in (out / "error.log").read_text()
     finally:
         tmux.run("kill-server")
+
+
+def test_detaching_from_follow_hands_the_progress_to_console_log(tmp_path: Path) -> None:
+    """`analyze --follow` in a terminal, then q and d: one line says following goes on, the terminal gets
+    no progress lines, they go to OUT/console.log, and the verdict line still comes at the end."""
+    lines = LOG.read_text().splitlines(keepends=True)
+    log = tmp_path / "n0.log"
+    log.write_text("".join(lines[:36]))
+    out = tmp_path / "out"
+    mx = os.environ.get("CVS_TUI_MAXTEXT_PYTHON") or str(ROOT / ".venv-maxtext/bin/python")
+    tmux = Tmux()
+    cmd = (
+        f"CVS_TUI_MAXTEXT_PYTHON={mx} {BIN} analyze {CONFIG} --follow --logs {log} --run SMOKE "
+        f"--out {out} --idle-exit 15 --no-history; echo EXITED=$?; sleep 60"
+    )
+    tmux.run("new-session", "-d", "-x", "160", "-y", "48", "-s", tmux.session, cmd)
+    try:
+        tmux.wait_for("completed step", 30)
+        tmux.run("send-keys", "-t", tmux.session, "q")
+        tmux.wait_for("Detach", 10)
+        tmux.run("send-keys", "-t", tmux.session, "d")
+        tmux.wait_for("detached; following goes on", 10)
+        with log.open("a") as fh:
+            fh.write("".join(lines[36:]))
+        screen = tmux.wait_for("EXITED=", 60)
+        after = screen[screen.index("detached; following goes on") :]
+        assert "completed step" not in after and "step 20/" not in after, after
+        assert "suite PASSED" in after or "suite FAILED" in after, after
+        text = (out / "console.log").read_text()
+        assert "suite PASSED" in text or "suite FAILED" in text, text
+    finally:
+        tmux.run("kill-server")

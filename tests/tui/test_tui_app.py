@@ -14,6 +14,7 @@ from cvs_tui.tui.screens.errors import ErrorsScreen
 from cvs_tui.tui.screens.node_log import NodeLogScreen
 from cvs_tui.tui.screens.quit_dialog import QuitDialog
 from cvs_tui.tui.screens.verdicts import VerdictsScreen
+from cvs_tui.tui.widgets.log_lines import WRAP_MARK
 from cvs_tui.tui.widgets.log_pane import LogPane
 from cvs_tui.tui.widgets.node_table import NodeTable
 
@@ -234,3 +235,83 @@ async def test_log_pane_keys_work_on_the_node_log_screen(tmp_path: Path, settle:
         await pilot.press("slash")
         await pilot.pause()
         assert isinstance(app.focused, Input)
+
+
+def _footer_keys(app: CvsApp) -> dict[str, str]:
+    """The footer's shown keys and their labels, as the user reads them."""
+    from textual.widgets._footer import FooterKey
+
+    return {k.key_display or k.key: k.description for k in app.screen.query(FooterKey)}
+
+
+async def test_q_goes_back_where_the_footer_says_back(settle: Settle) -> None:
+    """On every screen that q leaves for the one below, the footer names q as Back (not Esc beside a
+    ^q Quit that q does not do there)."""
+    from cvs_tui.tui.screens.health import HealthScreen
+
+    app = make_app(suite_events())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for key, screen in (
+            ("v", VerdictsScreen),
+            ("e", ErrorsScreen),
+            ("H", HealthScreen),
+            ("l", NodeLogScreen),
+        ):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, screen)
+            keys = _footer_keys(app)
+            assert keys.get("q") == "Back", (screen.__name__, keys)
+            await pilot.press("q")
+            await pilot.pause()
+            assert app.is_running and app.screen is app.dashboard, screen.__name__
+        # the jump from the errors view opens the log around the line: q goes back to the errors view
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, NodeLogScreen) and _footer_keys(app).get("q") == "Back"
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorsScreen)
+
+
+async def test_full_screen_log_keeps_the_wrap_setting(settle: Settle) -> None:
+    app = make_app(suite_events(fraction=0.6))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await pilot.pause()
+        assert app.dashboard.log_pane.wrap
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeLogScreen)
+        full = pane(app)
+        lines = list(full.log_widget.lines)
+        # wrapped at the full screen's width (not at a width taken before it was laid out)
+        assert full.wrap and any(line.startswith(WRAP_MARK) for line in lines)
+        assert max(len(line) for line in lines) > 60
+        await pilot.press("w")  # cut here: the dashboard's pane follows when we go back
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        assert app.screen is app.dashboard and not app.dashboard.log_pane.wrap
+
+
+async def test_export_goes_into_the_run_folder_and_says_where(
+    tmp_path: Path, settle: Settle, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    app = make_app(suite_events(fraction=0.6), run_dir=run_dir)
+    notes: list[str] = []
+    app.notify = lambda message, **_kw: notes.append(str(message))  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("x")
+        await pilot.pause()
+    (saved,) = list((run_dir / "exports").glob("*.log"))
+    assert list(tmp_path.glob("*.log")) == []  # nothing in the working directory
+    assert any(str(saved.resolve()) in n for n in notes), notes

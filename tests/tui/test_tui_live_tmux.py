@@ -2,12 +2,14 @@
 
 Two local ranks run the stand-in trainer (`tests/suite_fixtures/standin_trainer.sh`; this test is about
 the front-end's hand-over, not training). Quitting asks whether to stop the run or detach: stop tears
-everything down (exit 130, no trainer left); detach lets the run finish headless (exit 0).
+everything down (exit 130, no trainer left); detach lets the run finish, its progress lines in
+the run folder's console.log (exit 0).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -107,8 +109,66 @@ def test_detach_lets_the_run_finish_headless(tmp_path: Path) -> None:
         assert _rc(rc_file) == 0
         screen = _pane(session)
         assert "suite PASSED" in screen or "report:" in screen
+        # the terminal gets one line saying so and the verdict line; the progress goes to the run folder
+        after = screen[screen.index("detached; the run goes on") :]
+        assert str((out / "console.log").resolve()) in after.replace("\n", "")
+        assert "completed step" not in after and "run BS=" not in after, after
+        assert "suite PASSED" in (out / "console.log").read_text()
         results = json.loads((out / "results.json").read_text())
         (run,) = [r for r in results["runs"] if r["key"] == SWEEP]
         assert run["status"] == "PASS" and run["nodes"][1]["last_step"] == 79
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+
+
+def test_leaving_attach_mid_run_is_a_detach_not_a_failure(tmp_path: Path) -> None:
+    """`attach` of a run another process is executing, then q: one line saying the run goes on, exit 3
+    (no verdict), not "not a pass" with exit 1; the run itself finishes and passes."""
+    from test_tui_tmux import Tmux
+
+    config = _config(tmp_path)
+    cfg = json.loads(config.read_text())
+    cfg["container"]["env"]["CVS_STANDIN_STEP_SLEEP"] = "0.5"  # still running when the view is left
+    config.write_text(json.dumps(cfg))
+    out = tmp_path / "run"
+    with (tmp_path / "run.out").open("w") as fh:
+        runner = subprocess.Popen(
+            [str(BIN), str(config), "--nodes", "localhost,localhost", "--out", str(out), "--no-ui"],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    tmux = Tmux()
+    try:
+        end = time.time() + 60
+        while not (out / "events.jsonl").exists() and time.time() < end:
+            time.sleep(0.3)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+        cmd = f"{BIN} attach {out} --no-mouse; echo EXITED=$?; sleep 60"
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                tmux.socket,
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                "-s",
+                tmux.session,
+                cmd,
+            ],
+            check=True,
+            env={**env, "TERM": "xterm-256color"},
+        )
+        tmux.wait_for("completed step", 60)
+        tmux.run("send-keys", "-t", tmux.session, "q")
+        screen = tmux.wait_for("EXITED=3", 20)
+        assert "detached; the run goes on" in screen and "not a pass" not in screen, screen
+        assert runner.wait(timeout=120) == 0
+    finally:
+        tmux.run("kill-server")
+        if runner.poll() is None:
+            runner.terminate()
+            runner.wait(timeout=30)

@@ -63,3 +63,19 @@ def test_compare_against_an_empty_candidate_is_not_a_pass(
     assert main(["compare", base, str(garbage), "--config", str(cfg)]) == 1
     assert "logged no training step" in capsys.readouterr().err
     assert main(["compare", base, str(garbage), "--config", str(cfg), "--allow-empty"]) == 0
+
+
+def test_writer_running_reads_the_run_lock(tmp_path: Path) -> None:
+    """The lock a live run holds (the suite's own) is what tells `attach` that a run it leaves goes on."""
+    from cvs_tui.core.run_folder import RunFolder
+    from cvs_tui.core.runner.suite import _lock_run_folder
+
+    d = tmp_path / "run"
+    d.mkdir()
+    assert RunFolder(d).writer_running() is None  # no lock ever taken (analyze --follow, older folders)
+    fh = _lock_run_folder(d)
+    try:
+        assert RunFolder(d).writer_running() is True
+    finally:
+        fh.close()
+    assert RunFolder(d).writer_running() is False  # the writer is gone: a run without an end died

@@ -33,7 +33,7 @@ from cvs_tui.core.history.trend import Trend
 from cvs_tui.core.plan import Plan, secret_values
 from cvs_tui.core.report import REPORT_FILES, write_reports
 from cvs_tui.core.results import Results
-from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.run_folder import EXPORTS, RunFolder
 from cvs_tui.core.sources.inputs import plan_for
 from cvs_tui.core.sources.offline import analyze_paths
 from cvs_tui.core.textsafe import register_secrets, sanitize_text
@@ -254,6 +254,8 @@ def _show(
             title=f"cvs-tui analyze  {Path(loaded.path).name}",
             mouse=not args.no_mouse,
             ascii=args.ascii,
+            # a saved log view goes beside the results it was read from, not into the working directory
+            export_dir=paths["results"].parent / EXPORTS,
             history=not args.no_history,
         )
     )

@@ -2,7 +2,8 @@
 
 Only reads the folder, so anyone can open a view of a long run and close it without disturbing it.
 Exit codes: 0 the suite passed, 1 it failed or has not ended (yet, or ever: a run that died leaves no end
-event, and CI must not read that as a pass), 2 bad input.
+event, and CI must not read that as a pass), 2 bad input, 3 the view was closed while the run goes on
+(detaching is no verdict, neither a pass nor a failure).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from cvs_tui.cli.metrics import add_metrics_options, start_metrics
 from cvs_tui.core.run_folder import RunFolder
 from cvs_tui.core.sources.attach import FollowStats, follow_run_folder
+
+EXIT_DETACHED = 3  # the view closed while the run goes on: no verdict
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
     source = follow_run_folder(run_dir, follow=not args.no_follow, stats=stats)
     if export is not None:
         source = export.tap(source)
+    ui = not (args.no_ui or not sys.stdout.isatty())
     try:
-        if args.no_ui or not sys.stdout.isatty():
+        if not ui:
             from cvs_tui.cli.console import run_console
 
             view = asyncio.run(run_console(source, ascii=args.ascii))
@@ -71,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
         )
     end = view.suite_end
     if end is None:
+        if ui and folder.writer_running():
+            print(
+                f"cvs-tui: detached; the run goes on (no verdict yet): attach again with "
+                f"cvs-tui attach {run_dir}",
+                file=sys.stderr,
+            )
+            return EXIT_DETACHED
         print(f"cvs-tui: {run_dir}: the suite has not ended; not a pass", file=sys.stderr)
         return 1
     return 0 if end.passed else 1

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -151,16 +150,18 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
 async def _watch_in_tui(
     source: AsyncIterator[RunEvent],
     plan: Plan,
-    run_dir: Path,
+    folder: RunFolder,
     args: argparse.Namespace,
     stop: Callable[[], None],
 ) -> bool:
-    """The run in the TUI until it ends or is left; on a detach or a stop the console takes over (True:
-    it printed the verdict line)."""
-    from cvs_tui.cli.console import run_console
+    """The run in the TUI until it ends or is left. After a detach the progress lines go to the run
+    folder's console.log and the verdict line still comes at the end; after a stop the console takes over
+    (True: it printed the verdict line)."""
+    from cvs_tui.cli.console import run_console, run_detached
     from cvs_tui.core.feed import EventFeed
     from cvs_tui.tui.app import run_tui
 
+    run_dir = folder.path
     feed = EventFeed(source)
 
     async def on_quit(choice: str) -> None:
@@ -178,12 +179,8 @@ async def _watch_in_tui(
         history=not args.no_history,
     )
     if choice == "detach":
-        print(
-            f"detached: run continues (pid {os.getpid()}); follow it with: "
-            f"cvs-tui attach {run_dir.resolve()}",
-            flush=True,
-        )
-    if choice in ("detach", "stop"):
+        await run_detached(feed, folder.console_log, what="the run", attach=run_dir, ascii=args.ascii)
+    elif choice == "stop":
         await run_console(feed, ascii=args.ascii)
         return True
     return False
@@ -219,8 +216,8 @@ async def _main(
             loop.add_signal_handler(sig, stop)
     try:
         if ui:
-            # after a detach or a stop the console printed the verdict line
-            ui = not await _watch_in_tui(source, plan, run_dir, args, stop)
+            # after a stop the console printed the verdict line
+            ui = not await _watch_in_tui(source, plan, folder, args, stop)
         else:
             from cvs_tui.cli.console import run_console
 

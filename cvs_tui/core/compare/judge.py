@@ -39,6 +39,7 @@ from cvs_tui.core.compare.model import (
     Verdict,
     worst,
 )
+from cvs_tui.core.compare.noise import tail_alone, within_drift
 from cvs_tui.core.compare.samples import RunSamples, StepSample, run_samples
 from cvs_tui.core.errors import UserError
 from cvs_tui.core.judge.format import format_pct
@@ -197,6 +198,8 @@ def _perf_row(
     row.band_lo_pct, row.band_hi_pct = cs.pct_of(band.lo, row.base), cs.pct_of(band.hi, row.base)
     row.method = method
     row.verdict, row.reason = _judge(row.delta, row.delta_pct or 0.0, band, m.better, threshold_pct)
+    if single and row.verdict in (IMPROVED, REGRESSED):
+        within_drift(row, m.stat, m.label, base[0].samples, cand[0].samples)
     return row
 
 
@@ -245,6 +248,18 @@ def _stall_seconds(run: RunRecord) -> float | None:
     return m.value if m is not None else None
 
 
+def _stall_unmeasured(side: str, runs: Sequence[RunRecord]) -> str:
+    """Why a side has no stall time: the judge's own reason (a run too short for a step-time baseline),
+    or that the results predate the metric."""
+    for r in runs:
+        m = next((m for m in r.metrics if m.name == "training.stall_seconds"), None)
+        if m is None:
+            return f"{side}: not recorded (results older than the stall metrics)"
+        if m.value is None:
+            return f"{side}: {m.reason or m.absent or 'not measured'}"
+    return ""
+
+
 def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparable: bool) -> MetricDelta:
     """Time lost to stalls (training.stall_seconds, mean over a side's runs), compared on its own: the
     steady rates above are free of stalls, so a stall shows here and nowhere else. It does not decide the
@@ -272,7 +287,10 @@ def stall_row(base: Sequence[RunRecord], cand: Sequence[RunRecord], *, comparabl
         row.verdict, row.reason = NOT_COMPARABLE, "the environment fingerprints differ"
         return row
     if row.base is None or row.candidate is None:
-        row.verdict, row.reason = INCONCLUSIVE, "stall time not recorded on both sides (older results?)"
+        why = [w for w in (_stall_unmeasured("base", base), _stall_unmeasured("candidate", cand)) if w]
+        if len(why) == 2 and why[0].split(": ", 1)[1] == why[1].split(": ", 1)[1]:
+            why = ["both sides: " + why[0].split(": ", 1)[1]]
+        row.verdict, row.reason = INCONCLUSIVE, "stall time not measured: " + "; ".join(why)
         return row
     row.delta = row.candidate - row.base
     row.delta_pct = cs.pct_of(row.delta, row.base) if row.base > 0 else None
@@ -326,6 +344,8 @@ def compare_run(
         for m in PERF_METRICS
     ]
     flag_contradictions(metrics, threshold_pct)
+    if within_run and len(base) == 1 and len(cand) == 1:
+        tail_alone(metrics, ROBUST_ROW)
     loss, final = loss_check(
         sb, sc, comparable=comparable, reason="; ".join(schedule) if schedule and comparable else ""
     )

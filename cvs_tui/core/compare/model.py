@@ -61,6 +61,9 @@ class MetricDelta:
     base_cv_pct: float | None = None  # run-to-run spread
     candidate_cv_pct: float | None = None
     contradicted_by: str = ""  # a robust row points the other way: never the headline change
+    # --within-run: how far the figure drifts inside each side's own run (stats.drift_pct)
+    base_drift_pct: float | None = None
+    candidate_drift_pct: float | None = None
 
 
 @dataclass(slots=True)

@@ -165,6 +165,26 @@ def pct_of(x: float, base: float) -> float | None:
     return x / base * 100.0 if base else None
 
 
+# Quarters a run's window is cut into to see how far its own figure drifts (a loaded machine's load comes
+# and goes within one run as well as between runs).
+DRIFT_PARTS = 4
+
+
+def drift_pct(
+    xs: Sequence[T], stat: Callable[[Sequence[T]], float], parts: int = DRIFT_PARTS
+) -> float | None:
+    """How far the statistic moves inside one run: the largest over the smallest of its value on each of
+    ``parts`` contiguous slices of the window, as a percent above 1 (0 = steady). None when a slice is too
+    short (under 2 samples) or a value is not a positive finite number."""
+    n = len(xs)
+    if n < 2 * parts:
+        return None
+    vals = [stat(xs[i * n // parts : (i + 1) * n // parts]) for i in range(parts)]
+    if not all(math.isfinite(v) and v > 0 for v in vals):
+        return None
+    return (max(vals) / min(vals) - 1.0) * 100.0
+
+
 def cv_pct(xs: Sequence[float]) -> float | None:
     """Coefficient of variation in percent (run-to-run spread of one side)."""
     if len(xs) < 2:

@@ -37,7 +37,7 @@ from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.report import REPORT_FILES
 from cvs_tui.core.results import Results, RunRecord, load_results, write_results
-from cvs_tui.core.run_folder import RunFolder
+from cvs_tui.core.run_folder import LOCK, RunFolder
 from cvs_tui.core.runner.execute import RunExecution
 from cvs_tui.core.runner.health_watch import HealthMonitor
 from cvs_tui.core.runner.launch import Launcher, launcher_for
@@ -50,7 +50,7 @@ from cvs_tui.core.watch.watchdog import Verdict
 
 __all__ = ["RunOptions", "Suite"]
 
-LOCK_FILE = ".lock"
+LOCK_FILE = LOCK
 ERROR_LOG = "error.log"
 VERDICT_STAGE = "suite"  # the stage a structural failure of the suite itself is reported under
 

@@ -28,7 +28,7 @@ def lines_scanned(view: RunState) -> int:
 
 class ErrorsScreen(RunViewScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "back", "Back"),
+        Binding("q,escape", "back", "Back"),
         Binding("enter", "jump", "Jump to line"),
     ]
 

@@ -53,7 +53,7 @@ def health_view(view: RunState, *, ascii_only: bool) -> Group:
 
 
 class HealthScreen(RunViewScreen):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "back", "Back")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="health-scroll"):

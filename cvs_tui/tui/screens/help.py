@@ -27,10 +27,14 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("v", "verdicts: metric tables, loss curve, PASS/FAIL"),
     ("H", "node health: ok / warn / FAIL / not checked, kernel-log findings with their lines"),
     ("d", "back to the dashboard"),
-    ("ctrl+s, x", "export the current log view to a file"),
+    ("ctrl+s, x", "save the current log view into the run folder's exports/ (the note gives the path)"),
     ("ctrl+p", "command palette"),
     ("?, F1", "this help"),
-    ("q, ctrl+q", "quit (during a live run: stop the run, or detach and let it go on)"),
+    (
+        "q, ctrl+q",
+        "quit (during a live run: stop the run, or detach and let it go on); on the other "
+        "screens q goes back and ctrl+q quits",
+    ),
 )
 
 # What each node-table column shows (F11), keyed by its header in node_table.COLUMNS.

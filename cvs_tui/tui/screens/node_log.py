@@ -18,7 +18,7 @@ CONTEXT_LINES = 200  # lines either side of a jump target read back from the log
 
 class NodeLogScreen(RunViewScreen):
     # follow, filter and export are the log pane's keys; the pane holds the focus on this screen.
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "back", "Back")]
 
     def __init__(self, run: str, node: int | None, *, goto_line: int | None = None) -> None:
         super().__init__()
@@ -31,10 +31,17 @@ class NodeLogScreen(RunViewScreen):
 
     def on_mount(self) -> None:
         pane = self.query_one(LogPane)
-        pane.show_source(self.source, self.view)
+        pane.wrap = self.app.dashboard.log_pane.wrap  # one wrap setting for the dashboard and full screen
+        pane.log_widget.focus()
+        if pane.wrap:  # wrapped lines need the pane's width, known once it is laid out
+            self.call_after_refresh(self._fill)
+        else:
+            self._fill()
+
+    def _fill(self) -> None:
+        self.query_one(LogPane).show_source(self.source, self.view)
         if self.goto_line is not None and self.source.node is not None:
             self._show_context(self.goto_line)
-        pane.log_widget.focus()
 
     def _show_context(self, line: int) -> None:
         """The target line with context: from the ring buffer when held, else from the log on disk."""
@@ -73,4 +80,8 @@ class NodeLogScreen(RunViewScreen):
     def action_back(self) -> None:
         pane = self.query_one(LogPane)
         if not pane.close_filter():
+            dash = self.app.dashboard.log_pane
             self.app.pop_screen()
+            if dash.wrap != pane.wrap:  # a wrap toggled here holds on the dashboard too
+                dash.wrap = pane.wrap
+                dash.call_after_refresh(dash.rebuild, self.app.view)

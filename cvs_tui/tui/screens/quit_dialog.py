@@ -42,14 +42,14 @@ class QuitDialog(ModalScreen[QuitChoice | None]):
                 yield Static(
                     "[b]s[/b] stop following: judge the logs as they are now and write the report "
                     "(nothing on the nodes is stopped)\n"
-                    "[b]d[/b] detach: close this view; following goes on headless\n"
+                    "[b]d[/b] detach: close this view; following goes on (progress in console.log)\n"
                     "[b]Esc[/b] stay here"
                 )
             else:
                 yield Static("The run is still going. What should happen to it?")
                 yield Static(
                     "[b]s[/b] stop it: stop the trainers, remove containers, write the report\n"
-                    "[b]d[/b] detach: close this view; the run goes on headless\n"
+                    "[b]d[/b] detach: close this view; the run goes on (progress in console.log)\n"
                     "[b]Esc[/b] stay here"
                 )
             with Horizontal():

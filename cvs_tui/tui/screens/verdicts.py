@@ -101,7 +101,7 @@ def banner(view: RunState, *, ascii_only: bool) -> Text:
 
 
 class VerdictsScreen(RunViewScreen):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "back", "Back")]
 
     DEFAULT_CSS = """
     VerdictsScreen #banner { height: 1; content-align: center middle; text-align: center; }
