@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from cvs_tui.core.privacy import detectors as d
 from cvs_tui.core.privacy import hosts
 from cvs_tui.core.privacy.context import PLACEHOLDER, DenyTerm, PrivacyContext, Terms
 from cvs_tui.core.privacy.detectors import Finding, Hit, Mode
+from cvs_tui.core.privacy.screen import DIGITS_TO_ZERO, digit_blind, template
+from cvs_tui.core.privacy.secret_rules import LINE_RULES, WHOLE_TEXT_RULES
 
 _SUSPECT_CATEGORY = "suspect host-like name"
 # card mode only: a card holds no wiring at all
@@ -35,28 +37,229 @@ _CARD_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-_DIGIT_RUN = re.compile(r"\d+")
-_SHAPE_GROUP_MIN = 8  # terms of one shape past which one pattern and a table beat a search per term
+_GENERIC_SCREEN: dict[str, int] = {}  # line template -> screen flags, shared by every Detector
+_SCREEN_MAX = 50_000  # templates remembered per screen; past this the cache starts over
+_LINE_MAX = 1 << 16  # a longer line is scanned without a screen (and not remembered)
+_LOUD = 1  # screen flag: a line-local rule may match this line
 
 
-def _term_regex(term: DenyTerm) -> re.Pattern[str]:
-    flags = 0 if term.category == "token" else re.IGNORECASE
-    return re.compile(rf"(?<![{d._ALNUM}]){re.escape(term.value)}(?![{d._ALNUM}])", flags)
+_HOME_NEEDLES = ("/home/", "/users/", "/root", ":\\users", ":\\\\users", ":/users", "documents and settings")
+_ASSIGN_NEEDLES = ("addr", "host", "node", "coordinator", "user", "logname", "login", "name", ":")
+_Run = Callable[[str, Mode], Iterable[Hit]]
+# (lower-case needles, detector, the patterns whose matches its hits come from), in tie-breaking order:
+# the group rules come before the host rules, so they win a tie (`--nodelist=x[1-2]`)
+_LINE_DETECTORS: tuple[tuple[tuple[str, ...], _Run, tuple[re.Pattern[str], ...]], ...] = (
+    ((), d._ipv4_hits, (d._IPV4,)),
+    ((":",), d._ipv6_hits, (d._IPV6,)),
+    (("@",), lambda t, m: d._email_hits(t), (d._EMAIL,)),
+    (_HOME_NEEDLES, lambda t, m: d._home_hits(t), (d._HOME, d._WIN_HOME)),
+    (("guid", ":"), lambda t, m: d._guid_hits(t), (d._GUID,)),
+    (("-n", "namespace"), lambda t, m: d._namespace_hits(t), (d._NAMESPACE,)),
+    *(
+        (needles, lambda t, m, rx=rx, cat=cat: d._group_hits(rx, t, cat), (rx,))
+        for rx, cat, needles in d._GROUP_RULES
+    ),
+    (("slurm",), lambda t, m: d._slurm_hits(t), (d._SLURM,)),
+    ((".",), lambda t, m: d._domain_hits(t), (d._DOMAIN,)),
+    (("[",), lambda t, m: d._nodelist_hits(t), (hosts.NODELIST,)),
+    (("-",), lambda t, m: [*d._pod_hits(t), *d._replica_pod_hits(t)], (d._POD, d._REPLICA_POD)),
+    (_ASSIGN_NEEDLES, lambda t, m: d._assign_hits(t), (d._HOST_ASSIGN, d._NCCL, d._USER_ASSIGN, d._K8S_NAME)),
+)
+_PEM_NEEDLES = ("private key", "putty-user-key-file")
+_PEM_FLAG = 2  # screen flag: a line holds a private key rule's needle (that rule sees the whole text)
+_WHOLE_FLAG = 4  # screen flag of the first whole-text secret rule; the next ones shift it left
+
+
+def _blind_needles(needles: Iterable[str]) -> tuple[str, ...]:
+    return tuple(n.translate(DIGITS_TO_ZERO) for n in needles)
+
+
+def _maybe_ipv6(probe: str, m: re.Match[str]) -> bool:
+    """The shape an IPv6 address needs (`::`, or 6 to 7 colons), read without the digits' values."""
+    v = m.group(1) if m.group(1) is not None else m.group(2)
+    return v.count(":") >= 6 or ("::" in v and v.count(":") >= 2)
+
+
+def _maybe_host(probe: str, m: re.Match[str]) -> bool:
+    """`host_kind` of a dotted name in a template: it reads digits only as digits, and no public name or
+    file extension it knows holds a `0`, so a template is a host whenever one of its lines can be."""
+    port = probe[m.end() : m.end() + 1] == ":" and probe[m.end() + 1 : m.end() + 3].isdigit()
+    return hosts.host_kind(m.group(1), port) == "host"
+
+
+_Check = Callable[[str, re.Match[str]], bool]
+_POST_CHECKS: dict[re.Pattern[str], _Check] = {d._IPV6: _maybe_ipv6, d._DOMAIN: _maybe_host}
+# (needles as they read in a template, digit-blind pattern or None: run on every line, a match check
+# that only drops matches no line of the template can turn into a hit)
+_SCREENS: tuple[tuple[tuple[str, ...], re.Pattern[str] | None, _Check | None], ...] = (
+    *((_blind_needles(r.needles), digit_blind(r.pattern), None) for r in LINE_RULES),
+    *(
+        (_blind_needles(n), digit_blind(rx), _POST_CHECKS.get(rx))
+        for n, _, pats in _LINE_DETECTORS
+        for rx in pats
+    ),
+)
+_WHOLE_NEEDLES = tuple(_blind_needles(r.needles) for r in WHOLE_TEXT_RULES)
+
+
+def _screen_generic(key: str) -> int:
+    """Screen flags of a line template: `_LOUD` when a line rule's digit-blind pattern matches it, and
+    the flags of the whole-text rules whose needles it holds."""
+    probe = "\n" + key  # the line break before it, as a look-behind sees it in the text
+    low = probe.lower()
+    flags = _PEM_FLAG if any(n in low for n in _PEM_NEEDLES) else 0
+    for i, needles in enumerate(_WHOLE_NEEDLES):
+        if any(n in low for n in needles):
+            flags |= _WHOLE_FLAG << i
+    for needles, rx, check in _SCREENS:
+        if needles and not any(n in low for n in needles):
+            continue
+        if rx is None:
+            return flags | _LOUD
+        if check is None:
+            if rx.search(probe):
+                return flags | _LOUD
+        elif any(check(probe, m) for m in rx.finditer(probe)):
+            return flags | _LOUD
+    return flags
+
+
+def _remember(cache: dict[str, int], key: str, value: int) -> int:
+    if len(cache) >= _SCREEN_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _loud_runs(text: str, judge: Callable[[str], int]) -> tuple[list[tuple[int, int]], int]:
+    """(start, end) of each run of lines the screen ``judge`` (line template -> flags) marks `_LOUD`,
+    and the union of every line's flags. A line longer than `_LINE_MAX` is loud without a screen."""
+    tmpl = template(text)
+    runs: list[tuple[int, int]] = []
+    flags = 0
+    run = -1
+    pos = 0
+    n = len(text)
+    while pos < n:
+        e = tmpl.find("\n", pos)
+        e = n if e < 0 else e + 1
+        f = judge(tmpl[pos:e]) if e - pos <= _LINE_MAX else -1
+        flags |= f
+        if f & _LOUD:
+            if run < 0:
+                run = pos
+        elif run >= 0:
+            runs.append((run, pos))
+            run = -1
+        pos = e
+    if run >= 0:
+        runs.append((run, n))
+    return runs, flags
+
+
+def _shifted(hits: Iterable[Hit], off: int) -> list[Hit]:
+    if not off:
+        return list(hits)
+    return [Hit(h.start + off, h.end + off, h.category, h.value, h.term_no, h.group, h.learn) for h in hits]
+
+
+_TRIE_MAX = 200  # a longer term joins a plain alternation (the trie's nesting would grow with it)
+
+
+_Trie = dict[str, "_Trie"]
+
+
+def _trie(words: Iterable[str]) -> str:
+    root: _Trie = {}
+    for w in words:
+        node = root
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: _Trie) -> str:
+        alts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(root)
+
+
+def _words_regex(words: Iterable[str], flags: int) -> re.Pattern[str] | None:
+    """One pattern for every word, bounded like a term (no letter or digit on either side), as a trie so
+    a position costs one walk whatever the number of words; at one start the longest word wins."""
+    ws = sorted(set(words), key=lambda w: (-len(w), w))
+    if not ws:
+        return None
+    short = [w for w in ws if len(w) <= _TRIE_MAX]
+    long = [re.escape(w) for w in ws if len(w) > _TRIE_MAX]
+    edge = d._ALNUM
+    try:
+        body = "|".join([*long, _trie(short)] if short else long)
+        return re.compile(rf"(?<![{edge}])(?:{body})(?![{edge}])", flags)
+    except (RecursionError, re.error):  # a pathological word set: the plain alternation, longest first
+        body = "|".join(map(re.escape, ws))
+        return re.compile(rf"(?<![{edge}])(?:{body})(?![{edge}])", flags)
+
+
+class TermMatcher:
+    """Every denylist term at once: one pattern for the case-blind terms, one for tokens (exact case),
+    each match looked up in a table; ``screen`` is the digit-blind pattern of them all (for templates)."""
+
+    def __init__(self, terms: Sequence[tuple[int | None, DenyTerm]]) -> None:
+        self._fold: dict[str, tuple[int | None, DenyTerm]] = {}
+        self._exact: dict[str, tuple[int | None, DenyTerm]] = {}
+        for no, t in terms:
+            if t.category == "token":
+                self._exact.setdefault(t.value, (no, t))
+            else:
+                self._fold.setdefault(t.value.lower(), (no, t))
+        self._rx = (
+            (_words_regex(self._fold, re.IGNORECASE), self._fold, True),
+            (_words_regex(self._exact, 0), self._exact, False),
+        )
+        blind = {template(v.lower()) for v in [*self._fold, *self._exact]}
+        self.screen = _words_regex(blind, re.IGNORECASE)
+
+    def hits(self, text: str) -> list[Hit]:
+        out: list[Hit] = []
+        for rx, table, fold in self._rx:
+            if rx is None:
+                continue
+            pos = 0
+            while (m := rx.search(text, pos)) is not None:
+                entry = table.get(m.group().lower() if fold else m.group())
+                if entry is not None:
+                    no, t = entry
+                    out.append(Hit(m.start(), m.end(), t.category, t.value, no, t.group))
+                pos = m.start() + 1  # overlapping terms: each start gets its longest term
+        return out
 
 
 class Detector:
-    """Denylist terms (from the context and learned ones) plus every generic detector. A term's regex
-    runs only when the term occurs in the text at all (one substring search), so thousands of learned
-    node names cost little."""
+    """Denylist terms (from the context and learned ones) plus every generic detector.
+
+    A text is screened line by line (`screen`): a line whose digit-blind template no rule and no term
+    can match is skipped, and only runs of the remaining lines are scanned for real, so a log costs a few
+    C-level passes however many lines it has and however many names were learned (M9). The rules that
+    span lines (private key blocks) run on the whole text when a line holds their needle."""
 
     def __init__(self, context: PrivacyContext) -> None:
         self.context = context
-        self._terms: list[tuple[int | None, DenyTerm, re.Pattern[str] | None]] = []
+        self._terms: list[tuple[int | None, DenyTerm]] = []
+        self._matcher: TermMatcher | None = None
+        self._term_screen: dict[str, int] = {}
         self.add_terms(context.terms)
 
     def add_terms(self, terms: Iterable[DenyTerm]) -> None:
+        before = len(self._terms)
         for t in terms:
-            self._terms.append((None if t.learned else len(self._terms) + 1, t, None))
+            self._terms.append((None if t.learned else len(self._terms) + 1, t))
+        if len(self._terms) != before:
+            self._matcher = None
+            self._term_screen = {}
 
     def learn_and_hit(self, text: str, known: Iterable[DenyTerm], mode: Mode = "log") -> list[Hit]:
         """One scan: every hit in ``text``, after adding the terms it teaches (those not in ``known``);
@@ -65,104 +268,67 @@ class Detector:
         first = len(self._terms)
         self.add_terms(learned_terms(raw, known))
         if len(self._terms) > first:
-            raw += self._term_hits(text, first)
+            new = TermMatcher(self._terms[first:])
+            screen = new.screen
+            for a, b in _loud_runs(text, lambda key: _LOUD if screen and screen.search("\n" + key) else 0)[0]:
+                off = a - 1 if a else 0
+                raw += _shifted(new.hits(text[off:b]), off)
         return self.resolve(text, raw)
 
     def new_terms(self, since: int) -> list[DenyTerm]:
-        return [t for _, t, _ in self._terms[since:]]
+        return [t for _, t in self._terms[since:]]
 
     @property
     def term_count(self) -> int:
         return len(self._terms)
 
-    def _term_hits(self, text: str, first: int = 0) -> list[Hit]:
-        """Hits of the terms from ``first`` on. Terms that differ only in their digits (the 4096 names a
-        `gpu[0001-4096]` node list teaches) share one pattern run once over the text, each match looked
-        up in a table: the cost grows with the text and the number of distinct name shapes, not with
-        the number of names (M9)."""
-        low = text.lower()
-        found: list[Hit] = []
-        groups: dict[tuple[bool, str], list[int]] = {}
-        for i in range(first, len(self._terms)):
-            term = self._terms[i][1]
-            token = term.category == "token"
-            shape = _DIGIT_RUN.sub("0", term.value if token else term.value.lower())
-            groups.setdefault((token, shape), []).append(i)
-        for (token, _), idx in groups.items():
-            if len(idx) >= _SHAPE_GROUP_MIN:
-                found += self._shape_hits(text, idx, token)
-                continue
-            for i in idx:
-                no, term, rx = self._terms[i]
-                needle = term.value if token else term.value.lower()
-                if needle not in (text if token else low):
-                    continue
-                if rx is None:
-                    rx = _term_regex(term)
-                    self._terms[i] = (no, term, rx)
-                found += [
-                    Hit(m.start(), m.end(), term.category, term.value, no, term.group)
-                    for m in rx.finditer(text)
-                ]
-        return found
-
-    def _shape_hits(self, text: str, idx: list[int], token: bool) -> list[Hit]:
-        by_value = {
-            (t.value if token else t.value.lower()): (no, t) for no, t, _ in (self._terms[i] for i in idx)
-        }
-        sample = self._terms[idx[0]][1].value
-        parts = [re.escape(p) for p in _DIGIT_RUN.split(sample)]
-        rx = re.compile(
-            rf"(?<![{d._ALNUM}])" + r"\d+".join(parts) + rf"(?![{d._ALNUM}])", 0 if token else re.IGNORECASE
-        )
-        out: list[Hit] = []
-        for m in rx.finditer(text):
-            hit = by_value.get(m.group() if token else m.group().lower())
-            if hit is not None:
-                no, t = hit
-                out.append(Hit(m.start(), m.end(), t.category, t.value, no, t.group))
-        return out
+    def _terms_matcher(self) -> TermMatcher:
+        if self._matcher is None:
+            self._matcher = TermMatcher(self._terms)
+        return self._matcher
 
     def hits(self, text: str, mode: Mode = "log", *, resolve: bool = True) -> list[Hit]:
         """Private values in ``text``, one per span (``resolve``) or every hit of every rule (what learning
         reads: a node list that loses a tie to `--nodelist=` still teaches its names)."""
-        found = self._term_hits(text)
-        low = text.lower()
-
-        def has(*needles: str) -> bool:
-            return any(n in low for n in needles)
-
-        if has("private key", "putty-user-key-file"):
+        terms = self._terms_matcher()
+        runs, flags = _loud_runs(text, self._judge)
+        found: list[Hit] = []
+        if flags & _PEM_FLAG:
             found += d._pem_hits(text)
-        found += d.secret_hits(text, low)
-        found += d._ipv4_hits(text, mode)
-        if has(":"):
-            found += d._ipv6_hits(text, mode)
-        if has("@"):
-            found += d._email_hits(text)
-        if has("/home/", "/users/", "/root", ":\\users", ":\\\\users", ":/users", "documents and settings"):
-            found += d._home_hits(text)
-        if has("guid", ":"):
-            found += d._guid_hits(text)
-        if has("-n", "namespace"):
-            found += d._namespace_hits(text)
-        for rx, cat, needles in d._GROUP_RULES:  # before the host rules: they win a tie (`--nodelist=x[1-2]`)
-            if has(*needles):
-                found += d._group_hits(rx, text, cat)
-        if has("slurm"):
-            found += d._slurm_hits(text)
-        if has("."):
-            found += d._domain_hits(text)
-        if has("["):
-            found += d._nodelist_hits(text)
-        if has("-"):
-            found += d._pod_hits(text)
-            found += d._replica_pod_hits(text)
-        if has("addr", "host", "node", "coordinator", "user", "logname", "login", "name", ":"):
-            found += d._assign_hits(text)
+        whole = [r for i, r in enumerate(WHOLE_TEXT_RULES) if flags & (_WHOLE_FLAG << i)]
+        if whole:
+            found += d.secret_hits(text, text.lower(), whole)
+        for a, b in runs:
+            off = a - 1 if a else 0  # the line break before the run: look-behinds see what they saw
+            found += _shifted(self._run_hits(text[off:b], mode, terms), off)
         if "<" in text or "&lt" in text:
             found = [h for h in found if not _only_placeholders(h.value)]
         return self.resolve(text, found) if resolve else found
+
+    @staticmethod
+    def _run_hits(text: str, mode: Mode, terms: TermMatcher) -> list[Hit]:
+        """Every line rule on a run of lines (the private key rules see the whole text instead)."""
+        found = terms.hits(text)
+        low = text.lower()
+        found += d.secret_hits(text, low, LINE_RULES)
+        for needles, run, _ in _LINE_DETECTORS:
+            if not needles or any(n in low for n in needles):
+                found += run(text, mode)
+        return found
+
+    def _judge(self, key: str) -> int:
+        """Screen flags of one line template: the generic rules' (shared) and the terms'."""
+        flags = _GENERIC_SCREEN.get(key)
+        if flags is None:
+            flags = _remember(_GENERIC_SCREEN, key, _screen_generic(key))
+        if flags & _LOUD:
+            return flags
+        loud = self._term_screen.get(key)
+        if loud is None:
+            screen = self._terms_matcher().screen
+            found = screen is not None and screen.search("\n" + key) is not None
+            loud = _remember(self._term_screen, key, int(found))
+        return flags | _LOUD if loud else flags
 
     @staticmethod
     def resolve(text: str, found: list[Hit]) -> list[Hit]:
@@ -250,24 +416,46 @@ def find_private(text: str, context: PrivacyContext | None = None, *, mode: Mode
     return out
 
 
+_SUSPECT_SCREEN: dict[str, int] = {}
+
+
+def _suspect_screen(key: str) -> int:
+    """`_LOUD` when a line template holds a name shaped like a machine: the suspect patterns and
+    `looks_like_host` read digits only as digits, so the template answers for every line it stands for."""
+    flags = _SUSPECT_SCREEN.get(key)
+    if flags is None:
+        probe = "\n" + key
+        hit = any(
+            hosts.looks_like_host(m.group(1).split(".", 1)[0])
+            for rx in (d._SUSPECT, d._DOMAIN)
+            for m in rx.finditer(probe)
+        )
+        flags = _remember(_SUSPECT_SCREEN, key, _LOUD if hit else 0)
+    return flags
+
+
 def find_suspects(text: str, detector: Detector | None = None) -> list[Finding]:
     """Names shaped like machines (`gpu-node17`, `mi300-rack4-07`, `srv01.acme.zz`) that no rule proves
     private: a user checks them by hand, or passes --cluster/--deny-term so they become known."""
     det = detector or Detector(PrivacyContext())
+    runs = _loud_runs(text, _suspect_screen)[0]
+    if not runs:
+        return []
     taken = [(h.start, h.end) for h in det.hits(text)]
     taken += [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)]
     taken.sort()
     starts = _line_starts(text)
     out: list[Finding] = []
-    for rx in (d._SUSPECT, d._DOMAIN):
-        for m in rx.finditer(text):
-            token = m.group(1)
-            first = token.split(".", 1)[0]
-            if "." in token and hosts.host_kind(token, False) == "public":
-                continue
-            if not hosts.looks_like_host(first) or _covered(taken, m.start(1), m.end(1)):
-                continue
-            out.append(Finding(*_position(starts, m.start(1)), _SUSPECT_CATEGORY))
+    for a, b in runs:
+        for rx in (d._SUSPECT, d._DOMAIN):
+            for m in rx.finditer(text, a, b):
+                token = m.group(1)
+                first = token.split(".", 1)[0]
+                if "." in token and hosts.host_kind(token, False) == "public":
+                    continue
+                if not hosts.looks_like_host(first) or _covered(taken, m.start(1), m.end(1)):
+                    continue
+                out.append(Finding(*_position(starts, m.start(1)), _SUSPECT_CATEGORY))
     return sorted(set(out), key=lambda f: (f.line, f.col))
 
 
