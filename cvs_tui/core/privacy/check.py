@@ -131,30 +131,66 @@ def _remember(cache: dict[str, int], key: str, value: int) -> int:
     return value
 
 
-def _loud_runs(text: str, judge: Callable[[str], int]) -> tuple[list[tuple[int, int]], int]:
-    """(start, end) of each run of lines the screen ``judge`` (line template -> flags) marks `_LOUD`,
-    and the union of every line's flags. A line longer than `_LINE_MAX` is loud without a screen."""
-    tmpl = template(text)
+_Screen = tuple[dict[str, int], Callable[[str], int]]  # (cache, what a template not cached gets)
+_BLOCK = 1 << 16  # the template is screened a block of about this many characters at a time
+
+
+def _loud_runs(
+    text: str, screens: Sequence[_Screen], tmpl: str | None = None
+) -> tuple[list[tuple[int, int]], int]:
+    """(start, end) of each run of lines some screen marks `_LOUD`, and the union of every line's flags.
+    A screen looks at a line's template (no line break); a line longer than `_LINE_MAX` is loud without
+    one. Each block is screened by its distinct templates: a block with no loud one costs no loop.
+    ``tmpl`` is ``template(text)`` when the caller has it already."""
+    if tmpl is None:
+        tmpl = template(text)
     runs: list[tuple[int, int]] = []
     flags = 0
     run = -1
     pos = 0
     n = len(text)
     while pos < n:
-        e = tmpl.find("\n", pos)
-        e = n if e < 0 else e + 1
-        f = judge(tmpl[pos:e]) if e - pos <= _LINE_MAX else -1
-        flags |= f
-        if f & _LOUD:
-            if run < 0:
-                run = pos
-        elif run >= 0:
-            runs.append((run, pos))
-            run = -1
-        pos = e
+        j = tmpl.find("\n", min(pos + _BLOCK, n))
+        j = n if j < 0 else j + 1
+        parts = tmpl[pos:j].split("\n")
+        if not parts[-1]:
+            parts.pop()  # the block ends with a line break
+        loud: set[str] = set()
+        for line in set(parts):
+            f = -1 if len(line) > _LINE_MAX else _screen_line(line, screens)
+            flags |= f
+            if f & _LOUD:
+                loud.add(line)
+        if not loud:
+            if run >= 0:
+                runs.append((run, pos))
+                run = -1
+            pos = j
+            continue
+        for line in parts:
+            if line in loud:
+                if run < 0:
+                    run = pos
+            elif run >= 0:
+                runs.append((run, pos))
+                run = -1
+            pos += len(line) + 1
+        pos = j
     if run >= 0:
         runs.append((run, n))
     return runs, flags
+
+
+def _screen_line(line: str, screens: Sequence[_Screen]) -> int:
+    f = 0
+    for cache, miss in screens:
+        v = cache.get(line)
+        if v is None:
+            v = _remember(cache, line, miss(line))
+        f |= v
+        if f & _LOUD:
+            break
+    return f
 
 
 def _shifted(hits: Iterable[Hit], off: int) -> list[Hit]:
@@ -261,16 +297,24 @@ class Detector:
             self._matcher = None
             self._term_screen = {}
 
-    def learn_and_hit(self, text: str, known: Iterable[DenyTerm], mode: Mode = "log") -> list[Hit]:
+    def learn_and_hit(
+        self, text: str, known: Iterable[DenyTerm], mode: Mode = "log", *, tmpl: str | None = None
+    ) -> list[Hit]:
         """One scan: every hit in ``text``, after adding the terms it teaches (those not in ``known``);
         returns the resolved hits, and the new terms stay in this detector."""
-        raw = self.hits(text, mode, resolve=False)
+        if tmpl is None:
+            tmpl = template(text)
+        raw = self.hits(text, mode, resolve=False, tmpl=tmpl)
         first = len(self._terms)
         self.add_terms(learned_terms(raw, known))
         if len(self._terms) > first:
             new = TermMatcher(self._terms[first:])
             screen = new.screen
-            for a, b in _loud_runs(text, lambda key: _LOUD if screen and screen.search("\n" + key) else 0)[0]:
+
+            def miss(key: str) -> int:
+                return _LOUD if screen is not None and screen.search("\n" + key) else 0
+
+            for a, b in _loud_runs(text, (({}, miss),), tmpl)[0]:
                 off = a - 1 if a else 0
                 raw += _shifted(new.hits(text[off:b]), off)
         return self.resolve(text, raw)
@@ -287,11 +331,15 @@ class Detector:
             self._matcher = TermMatcher(self._terms)
         return self._matcher
 
-    def hits(self, text: str, mode: Mode = "log", *, resolve: bool = True) -> list[Hit]:
+    def hits(
+        self, text: str, mode: Mode = "log", *, resolve: bool = True, tmpl: str | None = None
+    ) -> list[Hit]:
         """Private values in ``text``, one per span (``resolve``) or every hit of every rule (what learning
-        reads: a node list that loses a tie to `--nodelist=` still teaches its names)."""
+        reads: a node list that loses a tie to `--nodelist=` still teaches its names). ``tmpl`` is
+        ``template(text)`` when the caller has it already."""
         terms = self._terms_matcher()
-        runs, flags = _loud_runs(text, self._judge)
+        screens = ((_GENERIC_SCREEN, _screen_generic), (self._term_screen, self._term_miss))
+        runs, flags = _loud_runs(text, screens, tmpl)
         found: list[Hit] = []
         if flags & _PEM_FLAG:
             found += d._pem_hits(text)
@@ -316,19 +364,9 @@ class Detector:
                 found += run(text, mode)
         return found
 
-    def _judge(self, key: str) -> int:
-        """Screen flags of one line template: the generic rules' (shared) and the terms'."""
-        flags = _GENERIC_SCREEN.get(key)
-        if flags is None:
-            flags = _remember(_GENERIC_SCREEN, key, _screen_generic(key))
-        if flags & _LOUD:
-            return flags
-        loud = self._term_screen.get(key)
-        if loud is None:
-            screen = self._terms_matcher().screen
-            found = screen is not None and screen.search("\n" + key) is not None
-            loud = _remember(self._term_screen, key, int(found))
-        return flags | _LOUD if loud else flags
+    def _term_miss(self, key: str) -> int:
+        screen = self._terms_matcher().screen
+        return _LOUD if screen is not None and screen.search("\n" + key) else 0
 
     @staticmethod
     def resolve(text: str, found: list[Hit]) -> list[Hit]:
@@ -384,31 +422,41 @@ def learned_terms(hits: Iterable[Hit], known: Iterable[DenyTerm] = ()) -> list[D
     return t.items[n:]
 
 
-def _line_starts(text: str) -> list[int]:
-    return [0, *(m.end() for m in re.finditer(r"\n", text))]
+class _Lines:
+    """Line and column of offsets in a text, counted as they are asked for (in ascending order a text is
+    counted once; an earlier offset starts the count over)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.offset = 0
+        self.line = 1
+
+    def at(self, offset: int) -> tuple[int, int]:
+        if offset < self.offset:
+            self.offset, self.line = 0, 1
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line, offset - self.text.rfind("\n", 0, offset)
 
 
-def _position(starts: list[int], offset: int) -> tuple[int, int]:
-    i = bisect.bisect_right(starts, offset) - 1
-    return i + 1, offset - starts[i] + 1
-
-
-def find_private(text: str, context: PrivacyContext | None = None, *, mode: Mode = "log") -> list[Finding]:
+def find_private(
+    text: str, context: PrivacyContext | None = None, *, mode: Mode = "log", tmpl: str | None = None
+) -> list[Finding]:
     """Every private value in ``text`` as (line, col, category); the values themselves are not returned.
     Values the text teaches (the short name of an FQDN in it, the user of a `/home/<user>` in it) are
-    found too."""
+    found too. ``tmpl`` is ``template(text)`` when the caller has it already."""
     det = Detector(context or PrivacyContext())
-    hits = det.learn_and_hit(text, det.context.terms, mode)
-    starts = _line_starts(text)
-    out = [Finding(*_position(starts, h.start), h.category, h.term_no) for h in hits]
+    hits = det.learn_and_hit(text, det.context.terms, mode, tmpl=tmpl)
+    lines = _Lines(text)
+    out = [Finding(*lines.at(h.start), h.category, h.term_no) for h in hits]
     if mode == "card":
         # a card rule names the problem better than the generic host rule at the same spot
-        ruled = {_position(starts, m.start()) for rx, _ in _CARD_RULES for m in rx.finditer(text)}
+        ruled = {lines.at(m.start()) for rx, _ in _CARD_RULES for m in rx.finditer(text)}
         out = [f for f in out if not (f.category == "host" and (f.line, f.col) in ruled)]
         taken = {(f.line, f.col) for f in out}
         for rx, cat in _CARD_RULES:
             for m in rx.finditer(text):
-                line, col = _position(starts, m.start())
+                line, col = lines.at(m.start())
                 if (line, col) not in taken:
                     out.append(Finding(line, col, cat))
                     taken.add((line, col))
@@ -422,29 +470,26 @@ _SUSPECT_SCREEN: dict[str, int] = {}
 def _suspect_screen(key: str) -> int:
     """`_LOUD` when a line template holds a name shaped like a machine: the suspect patterns and
     `looks_like_host` read digits only as digits, so the template answers for every line it stands for."""
-    flags = _SUSPECT_SCREEN.get(key)
-    if flags is None:
-        probe = "\n" + key
-        hit = any(
-            hosts.looks_like_host(m.group(1).split(".", 1)[0])
-            for rx in (d._SUSPECT, d._DOMAIN)
-            for m in rx.finditer(probe)
-        )
-        flags = _remember(_SUSPECT_SCREEN, key, _LOUD if hit else 0)
-    return flags
+    probe = "\n" + key
+    for rx in (d._SUSPECT, d._DOMAIN):
+        if any(hosts.looks_like_host(m.group(1).split(".", 1)[0]) for m in rx.finditer(probe)):
+            return _LOUD
+    return 0
 
 
-def find_suspects(text: str, detector: Detector | None = None) -> list[Finding]:
+def find_suspects(text: str, detector: Detector | None = None, *, tmpl: str | None = None) -> list[Finding]:
     """Names shaped like machines (`gpu-node17`, `mi300-rack4-07`, `srv01.acme.zz`) that no rule proves
     private: a user checks them by hand, or passes --cluster/--deny-term so they become known."""
     det = detector or Detector(PrivacyContext())
-    runs = _loud_runs(text, _suspect_screen)[0]
+    if tmpl is None:
+        tmpl = template(text)
+    runs = _loud_runs(text, ((_SUSPECT_SCREEN, _suspect_screen),), tmpl)[0]
     if not runs:
         return []
-    taken = [(h.start, h.end) for h in det.hits(text)]
+    taken = [(h.start, h.end) for h in det.hits(text, tmpl=tmpl)]
     taken += [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)]
     taken.sort()
-    starts = _line_starts(text)
+    lines = _Lines(text)
     out: list[Finding] = []
     for a, b in runs:
         for rx in (d._SUSPECT, d._DOMAIN):
@@ -455,7 +500,7 @@ def find_suspects(text: str, detector: Detector | None = None) -> list[Finding]:
                     continue
                 if not hosts.looks_like_host(first) or _covered(taken, m.start(1), m.end(1)):
                     continue
-                out.append(Finding(*_position(starts, m.start(1)), _SUSPECT_CATEGORY))
+                out.append(Finding(*lines.at(m.start(1)), _SUSPECT_CATEGORY))
     return sorted(set(out), key=lambda f: (f.line, f.col))
 
 

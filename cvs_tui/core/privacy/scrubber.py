@@ -23,6 +23,7 @@ from cvs_tui.core.privacy.check import Detector, find_private, find_suspects
 from cvs_tui.core.privacy.context import DenyTerm, PrivacyContext, context_from_run_folder
 from cvs_tui.core.privacy.detectors import IPV4_IN_NAME, Finding, Hit, Mode
 from cvs_tui.core.privacy.hosts import FILE_EXTENSIONS
+from cvs_tui.core.privacy.screen import template
 
 # Placeholder family per category; a family in _SINGLE is one placeholder for every value.
 _FAMILY: dict[str, str] = {
@@ -121,10 +122,11 @@ class Scrubber:
         """The context plus every value learned so far (what a re-check must look for)."""
         return PrivacyContext(self.context.terms + tuple(self._learned), self.context.hosts_known)
 
-    def learn(self, text: str) -> list[Hit]:
-        """Learn what ``text`` teaches; returns its hits (with the learned values) for reuse."""
+    def learn(self, text: str, tmpl: str | None = None) -> list[Hit]:
+        """Learn what ``text`` teaches; returns its hits (with the learned values) for reuse. ``tmpl`` is
+        ``template(text)`` when the caller has it already."""
         first = self._detector.term_count
-        hits = self._detector.learn_and_hit(text, (*self.context.terms, *self._learned))
+        hits = self._detector.learn_and_hit(text, (*self.context.terms, *self._learned), tmpl=tmpl)
         self._learned += self._detector.new_terms(first)
         return hits
 
@@ -147,13 +149,14 @@ class Scrubber:
 
         Replacing a value can expose a new match at its edge (`host::b` leaves `>::b`, an IPv6 address),
         so passes repeat until nothing is found (a few at most)."""
-        hits: list[Hit] | None = self.learn(text)
+        tmpl = template(text)
+        hits: list[Hit] | None = self.learn(text, tmpl)
         for _ in range(8):
-            out = self._scrub_once(text, markup, hits)
+            out, out_tmpl = self._scrub_once(text, tmpl, markup, hits)
             hits = None
             if out == text:
                 break
-            text = out
+            text, tmpl = out, out_tmpl
         return text
 
     def scrub_name(self, name: str) -> str:
@@ -171,16 +174,25 @@ class Scrubber:
                 self.replaced["ip"] = self.replaced.get("ip", 0) + 1
         return self.scrub_text("".join([*parts, name[pos:]]))
 
-    def _scrub_once(self, text: str, markup: bool, hits: list[Hit] | None = None) -> str:
+    def _scrub_once(
+        self, text: str, tmpl: str, markup: bool, hits: list[Hit] | None = None
+    ) -> tuple[str, str]:
+        """``text`` with one pass of replacements, and its template (built alongside, not recomputed)."""
         parts: list[str] = []
+        tparts: list[str] = []
         pos = 0
-        for h in self._detector.hits(text, "log") if hits is None else hits:
+        for h in self._detector.hits(text, "log", tmpl=tmpl) if hits is None else hits:
             ph = self.placeholder(h.category, h.value, h.group)
-            parts += [text[pos : h.start], html.escape(ph) if markup else ph]
+            ph = html.escape(ph) if markup else ph
+            parts += [text[pos : h.start], ph]
+            tparts += [tmpl[pos : h.start], template(ph)]
             pos = h.end
             self.replaced[h.category] = self.replaced.get(h.category, 0) + 1
+        if not parts:
+            return text, tmpl
         parts.append(text[pos:])
-        return "".join(parts)
+        tparts.append(tmpl[pos:])
+        return "".join(parts), "".join(tparts)
 
     def check_text(self, text: str) -> list[Finding]:
         return find_private(text, self.known_context, mode="log")
@@ -211,11 +223,19 @@ def _read(f: Path) -> bytes:
         raise UserError(f"{f}: cannot read ({exc.strerror or exc})") from None
 
 
-def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[str]:
+def _file_findings(
+    f: Path, context: PrivacyContext | None, mode: Mode, suspects: list[str] | None = None
+) -> list[str]:
+    """`file:line:col category` lines for ``f``; with ``suspects`` given, its suspect lines are added
+    there from the same reading."""
     data = _read(f)
     dec = decode_bytes(data)
-    found = find_private(dec.text, context, mode=mode)
+    tmpl = template(dec.text)
+    found = find_private(dec.text, context, mode=mode, tmpl=tmpl)
     lines = [f"{f}:{x.line}:{x.col} {x.describe()}" for x in found]
+    if suspects is not None and dec.encoding is not None:
+        det = Detector(context or PrivacyContext())
+        suspects += [f"{f}:{x.line}:{x.col} {x.category}" for x in find_suspects(dec.text, det, tmpl=tmpl)]
     if dec.encoding is None and b"\x00" in data:  # UTF-16/32 without a BOM: NULs hide every value
         for codec in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
             text = data[: len(data) - len(data) % (4 if "32" in codec else 2)].decode(codec, "replace")
@@ -225,16 +245,21 @@ def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[
 
 
 def check_files(
-    paths: Sequence[str | os.PathLike[str]], context: PrivacyContext | None = None, *, mode: Mode = "log"
+    paths: Sequence[str | os.PathLike[str]],
+    context: PrivacyContext | None = None,
+    *,
+    mode: Mode = "log",
+    suspects: list[str] | None = None,
 ) -> list[str]:
     """`file:line:col category` for every private value in ``paths`` (folders are walked), and
-    `file:0:0 category (in the file name)` for one in a name under a given folder or of a given file."""
+    `file:0:0 category (in the file name)` for one in a name under a given folder or of a given file.
+    With ``suspects`` given, what `check_suspects` would say is added there (one reading per file)."""
     lines: list[str] = []
     for root, f in _expand_roots(paths):
         rel = f.relative_to(root) if root != f else Path(f.name)
         for cat in sorted({c for part in rel.parts for c in check_name(part, context)}):
             lines.append(f"{f}:0:0 {cat} (in the file name)")
-        lines += _file_findings(f, context, mode)
+        lines += _file_findings(f, context, mode, suspects)
     return lines
 
 
@@ -351,9 +376,9 @@ def scrub_files(
         written.append(dst)
     report.replaced = dict(sc.replaced)
     known = sc.known_context
-    report.leftovers = check_files(written, known)
-    if not known.hosts_known:
-        report.suspects = check_suspects(written, known)
+    suspects: list[str] | None = None if known.hosts_known else []
+    report.leftovers = check_files(written, known, suspects=suspects)
+    report.suspects = suspects or []
     return report
 
 
