@@ -30,7 +30,7 @@ def unscreened(det: c.Detector, text: str) -> list[d.Hit]:
     if any(n in low for n in c._PEM_NEEDLES):
         found += d._pem_hits(text)
     found += d.secret_hits(text, low, WHOLE_TEXT_RULES)
-    found += c.Detector._run_hits(text, "log", det._terms_matcher())
+    found += c.Detector.scan_all(text, "log", det._terms_matcher())
     if "<" in text or "&lt" in text:
         found = [h for h in found if not c._only_placeholders(h.value)]
     return det.resolve(text, found)
@@ -80,10 +80,10 @@ def test_m9_step_lines_are_screened_out() -> None:
     assert len(steps) >= 20
     sc = Scrubber()
     sc.learn("nodes gpu[0001-4096] allocated\n")
-    runs, _ = c._loud_runs(
-        text, ((c._GENERIC_SCREEN, c._screen_generic), (sc._detector._term_screen, sc._detector._term_miss))
-    )
-    assert not [s for s in steps if any(a <= s < b for a, b in runs)]
+    det = sc._detector
+    screens = ((c._GENERIC_SCREEN, c._screen_generic), (det._term_screen, det._terms_matcher().screen_flags))
+    lines, _ = c._loud_lines(text, screens)
+    assert not [s for s in steps if any(a <= s < b for a, b, _ in lines)]
 
 
 def test_m9_every_line_rule_is_screened_and_line_local() -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from cvs_tui.core.privacy import detectors as d
 from cvs_tui.core.privacy import hosts
 from cvs_tui.core.privacy.context import PLACEHOLDER, DenyTerm, PrivacyContext, Terms
 from cvs_tui.core.privacy.detectors import Finding, Hit, Mode
 from cvs_tui.core.privacy.screen import DIGITS_TO_ZERO, digit_blind, template
-from cvs_tui.core.privacy.secret_rules import LINE_RULES, WHOLE_TEXT_RULES
+from cvs_tui.core.privacy.secret_rules import LINE_RULES, WHOLE_TEXT_RULES, SecretRule
 
 _SUSPECT_CATEGORY = "suspect host-like name"
 # card mode only: a card holds no wiring at all
@@ -40,7 +41,6 @@ _CARD_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 _GENERIC_SCREEN: dict[str, int] = {}  # line template -> screen flags, shared by every Detector
 _SCREEN_MAX = 50_000  # templates remembered per screen; past this the cache starts over
 _LINE_MAX = 1 << 16  # a longer line is scanned without a screen (and not remembered)
-_LOUD = 1  # screen flag: a line-local rule may match this line
 
 
 _HOME_NEEDLES = ("/home/", "/users/", "/root", ":\\users", ":\\\\users", ":/users", "documents and settings")
@@ -66,8 +66,10 @@ _LINE_DETECTORS: tuple[tuple[tuple[str, ...], _Run, tuple[re.Pattern[str], ...]]
     (_ASSIGN_NEEDLES, lambda t, m: d._assign_hits(t), (d._HOST_ASSIGN, d._NCCL, d._USER_ASSIGN, d._K8S_NAME)),
 )
 _PEM_NEEDLES = ("private key", "putty-user-key-file")
-_PEM_FLAG = 2  # screen flag: a line holds a private key rule's needle (that rule sees the whole text)
-_WHOLE_FLAG = 4  # screen flag of the first whole-text secret rule; the next ones shift it left
+_PEM_FLAG = 1 << 1  # a line holds a private key rule's needle (that rule sees the whole text)
+_WHOLE_FLAG = 1 << 2  # the first whole-text secret rule's needle; the next ones shift it left
+_TERM_FLAG = _WHOLE_FLAG << len(WHOLE_TEXT_RULES)  # a denylist term may be on the line
+_RULE_FLAG = _TERM_FLAG << 1  # the first line rule may match the line; the next ones shift it left
 
 
 def _blind_needles(needles: Iterable[str]) -> tuple[str, ...]:
@@ -89,38 +91,72 @@ def _maybe_host(probe: str, m: re.Match[str]) -> bool:
 
 _Check = Callable[[str, re.Match[str]], bool]
 _POST_CHECKS: dict[re.Pattern[str], _Check] = {d._IPV6: _maybe_ipv6, d._DOMAIN: _maybe_host}
-# (needles as they read in a template, digit-blind pattern or None: run on every line, a match check
-# that only drops matches no line of the template can turn into a hit)
-_SCREENS: tuple[tuple[tuple[str, ...], re.Pattern[str] | None, _Check | None], ...] = (
-    *((_blind_needles(r.needles), digit_blind(r.pattern), None) for r in LINE_RULES),
+_Scan = Callable[[str, str, Mode], Iterable[Hit]]  # (text, its lower case, mode) -> hits
+
+
+@dataclass(frozen=True)
+class _LineRule:
+    """A rule a line scan runs: its needles (as they read in a template), how it scans, and the
+    digit-blind copies of the patterns its hits come from, each with a check that only drops matches no
+    line of the template can turn into a hit (None: no copy, the rule may match any line)."""
+
+    needles: tuple[str, ...]
+    scan: _Scan
+    screens: tuple[tuple[re.Pattern[str] | None, _Check | None], ...]
+
+    def may_match(self, probe: str, low: str) -> bool:
+        if self.needles and not any(n in low for n in self.needles):
+            return False
+        for rx, check in self.screens:
+            if rx is None:
+                return True
+            if check is None:
+                if rx.search(probe):
+                    return True
+            elif any(check(probe, m) for m in rx.finditer(probe)):
+                return True
+        return False
+
+
+def _secret_scan(rule: SecretRule) -> _Scan:
+    return lambda t, low, m: d.secret_hits(t, low, (rule,))
+
+
+def _detector_scan(run: _Run) -> _Scan:
+    return lambda t, low, m: run(t, m)
+
+
+# in tie-breaking order: terms (scanned first), secrets, then the detectors
+_LINE_RULES: tuple[_LineRule, ...] = (
     *(
-        (_blind_needles(n), digit_blind(rx), _POST_CHECKS.get(rx))
-        for n, _, pats in _LINE_DETECTORS
-        for rx in pats
+        _LineRule(_blind_needles(r.needles), _secret_scan(r), ((digit_blind(r.pattern), None),))
+        for r in LINE_RULES
+    ),
+    *(
+        _LineRule(
+            _blind_needles(n),
+            _detector_scan(run),
+            tuple((digit_blind(rx), _POST_CHECKS.get(rx)) for rx in pats),
+        )
+        for n, run, pats in _LINE_DETECTORS
     ),
 )
+_LOUD = (_RULE_FLAG << len(_LINE_RULES)) - _TERM_FLAG  # any of the term and line rule flags
 _WHOLE_NEEDLES = tuple(_blind_needles(r.needles) for r in WHOLE_TEXT_RULES)
 
 
 def _screen_generic(key: str) -> int:
-    """Screen flags of a line template: `_LOUD` when a line rule's digit-blind pattern matches it, and
-    the flags of the whole-text rules whose needles it holds."""
+    """Screen flags of a line template: each line rule's flag when its digit-blind patterns match it,
+    and the flags of the whole-text rules whose needles it holds."""
     probe = "\n" + key  # the line break before it, as a look-behind sees it in the text
     low = probe.lower()
     flags = _PEM_FLAG if any(n in low for n in _PEM_NEEDLES) else 0
     for i, needles in enumerate(_WHOLE_NEEDLES):
         if any(n in low for n in needles):
             flags |= _WHOLE_FLAG << i
-    for needles, rx, check in _SCREENS:
-        if needles and not any(n in low for n in needles):
-            continue
-        if rx is None:
-            return flags | _LOUD
-        if check is None:
-            if rx.search(probe):
-                return flags | _LOUD
-        elif any(check(probe, m) for m in rx.finditer(probe)):
-            return flags | _LOUD
+    for i, rule in enumerate(_LINE_RULES):
+        if rule.may_match(probe, low):
+            flags |= _RULE_FLAG << i
     return flags
 
 
@@ -135,18 +171,17 @@ _Screen = tuple[dict[str, int], Callable[[str], int]]  # (cache, what a template
 _BLOCK = 1 << 16  # the template is screened a block of about this many characters at a time
 
 
-def _loud_runs(
-    text: str, screens: Sequence[_Screen], tmpl: str | None = None
-) -> tuple[list[tuple[int, int]], int]:
-    """(start, end) of each run of lines some screen marks `_LOUD`, and the union of every line's flags.
-    A screen looks at a line's template (no line break); a line longer than `_LINE_MAX` is loud without
-    one. Each block is screened by its distinct templates: a block with no loud one costs no loop.
-    ``tmpl`` is ``template(text)`` when the caller has it already."""
+def _loud_lines(
+    text: str, screens: Sequence[_Screen], tmpl: str | None = None, loud: int = _LOUD
+) -> tuple[list[tuple[int, int, int]], int]:
+    """(start, end, flags) of each line some screen gives a flag in ``loud``, and the union of every
+    line's flags. A screen looks at a line's template (no line break); a line longer than `_LINE_MAX`
+    gets every flag without one. Each block is screened by its distinct templates: a block with no loud
+    one costs no loop. ``tmpl`` is ``template(text)`` when the caller has it already."""
     if tmpl is None:
         tmpl = template(text)
-    runs: list[tuple[int, int]] = []
+    lines: list[tuple[int, int, int]] = []
     flags = 0
-    run = -1
     pos = 0
     n = len(text)
     while pos < n:
@@ -155,30 +190,57 @@ def _loud_runs(
         parts = tmpl[pos:j].split("\n")
         if not parts[-1]:
             parts.pop()  # the block ends with a line break
-        loud: set[str] = set()
+        marks: dict[str, int] = {}
         for line in set(parts):
             f = -1 if len(line) > _LINE_MAX else _screen_line(line, screens)
             flags |= f
-            if f & _LOUD:
-                loud.add(line)
-        if not loud:
-            if run >= 0:
-                runs.append((run, pos))
-                run = -1
-            pos = j
-            continue
-        for line in parts:
-            if line in loud:
-                if run < 0:
-                    run = pos
-            elif run >= 0:
-                runs.append((run, pos))
-                run = -1
-            pos += len(line) + 1
+            if f & loud:
+                marks[line] = f
+        if marks:
+            for line in parts:
+                e = pos + len(line) + 1
+                f = marks.get(line, 0)
+                if f:
+                    lines.append((pos, min(e, n), f))
+                pos = e
         pos = j
-    if run >= 0:
-        runs.append((run, n))
-    return runs, flags
+    return lines, flags
+
+
+def _runs(lines: Iterable[tuple[int, int, int]], flag: int) -> list[tuple[int, int]]:
+    """The lines that carry ``flag``, adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for a, b, f in lines:
+        if f & flag:
+            if out and out[-1][1] == a:
+                out[-1] = (out[-1][0], b)
+            else:
+                out.append((a, b))
+    return out
+
+
+def _scan_runs(text: str, runs: list[tuple[int, int]], scan: _Scan, mode: Mode) -> list[Hit]:
+    """``scan`` over the runs of ``text`` joined into one text (a rule that cannot match a line break
+    finds in each what it finds there), its hits moved back to their places."""
+    if not runs:
+        return []
+    parts = ["\n"]  # a look-behind at the first run sees a line break, as in the text
+    at_joined: list[int] = []
+    at_text: list[int] = []
+    pos = 1
+    for a, b in runs:
+        at_joined.append(pos)
+        at_text.append(a)
+        parts.append(text[a:b])
+        pos += b - a
+    parts.append("\n")
+    joined = "".join(parts)
+    out: list[Hit] = []
+    for h in scan(joined, joined.lower(), mode):
+        i = bisect.bisect_right(at_joined, h.start) - 1
+        off = at_text[i] - at_joined[i]
+        out.append(Hit(h.start + off, h.end + off, h.category, h.value, h.term_no, h.group, h.learn))
+    return out
 
 
 def _screen_line(line: str, screens: Sequence[_Screen]) -> int:
@@ -188,15 +250,7 @@ def _screen_line(line: str, screens: Sequence[_Screen]) -> int:
         if v is None:
             v = _remember(cache, line, miss(line))
         f |= v
-        if f & _LOUD:
-            break
     return f
-
-
-def _shifted(hits: Iterable[Hit], off: int) -> list[Hit]:
-    if not off:
-        return list(hits)
-    return [Hit(h.start + off, h.end + off, h.category, h.value, h.term_no, h.group, h.learn) for h in hits]
 
 
 _TRIE_MAX = 200  # a longer term joins a plain alternation (the trie's nesting would grow with it)
@@ -259,6 +313,13 @@ class TermMatcher:
         blind = {template(v.lower()) for v in [*self._fold, *self._exact]}
         self.screen = _words_regex(blind, re.IGNORECASE)
 
+    def screen_flags(self, key: str) -> int:
+        """`_TERM_FLAG` when a term may stand on a line of template ``key``."""
+        return _TERM_FLAG if self.screen is not None and self.screen.search("\n" + key) else 0
+
+    def scan(self, text: str, low: str, mode: Mode) -> list[Hit]:
+        return self.hits(text)
+
     def hits(self, text: str) -> list[Hit]:
         out: list[Hit] = []
         for rx, table, fold in self._rx:
@@ -309,14 +370,8 @@ class Detector:
         self.add_terms(learned_terms(raw, known))
         if len(self._terms) > first:
             new = TermMatcher(self._terms[first:])
-            screen = new.screen
-
-            def miss(key: str) -> int:
-                return _LOUD if screen is not None and screen.search("\n" + key) else 0
-
-            for a, b in _loud_runs(text, (({}, miss),), tmpl)[0]:
-                off = a - 1 if a else 0
-                raw += _shifted(new.hits(text[off:b]), off)
+            lines = _loud_lines(text, (({}, new.screen_flags),), tmpl)[0]
+            raw += _scan_runs(text, _runs(lines, _TERM_FLAG), new.scan, mode)
         return self.resolve(text, raw)
 
     def new_terms(self, since: int) -> list[DenyTerm]:
@@ -338,35 +393,32 @@ class Detector:
         reads: a node list that loses a tie to `--nodelist=` still teaches its names). ``tmpl`` is
         ``template(text)`` when the caller has it already."""
         terms = self._terms_matcher()
-        screens = ((_GENERIC_SCREEN, _screen_generic), (self._term_screen, self._term_miss))
-        runs, flags = _loud_runs(text, screens, tmpl)
+        screens = ((_GENERIC_SCREEN, _screen_generic), (self._term_screen, terms.screen_flags))
+        lines, flags = _loud_lines(text, screens, tmpl)
         found: list[Hit] = []
         if flags & _PEM_FLAG:
             found += d._pem_hits(text)
         whole = [r for i, r in enumerate(WHOLE_TEXT_RULES) if flags & (_WHOLE_FLAG << i)]
         if whole:
             found += d.secret_hits(text, text.lower(), whole)
-        for a, b in runs:
-            off = a - 1 if a else 0  # the line break before the run: look-behinds see what they saw
-            found += _shifted(self._run_hits(text[off:b], mode, terms), off)
+        # each rule over just the lines its screen let through, in tie-breaking order
+        if flags & _TERM_FLAG:
+            found += _scan_runs(text, _runs(lines, _TERM_FLAG), terms.scan, mode)
+        for i, rule in enumerate(_LINE_RULES):
+            if flags & (_RULE_FLAG << i):
+                found += _scan_runs(text, _runs(lines, _RULE_FLAG << i), rule.scan, mode)
         if "<" in text or "&lt" in text:
             found = [h for h in found if not _only_placeholders(h.value)]
         return self.resolve(text, found) if resolve else found
 
     @staticmethod
-    def _run_hits(text: str, mode: Mode, terms: TermMatcher) -> list[Hit]:
-        """Every line rule on a run of lines (the private key rules see the whole text instead)."""
+    def scan_all(text: str, mode: Mode, terms: TermMatcher) -> list[Hit]:
+        """Every line rule over all of ``text``, no screen (what the screened scan must equal)."""
         found = terms.hits(text)
         low = text.lower()
-        found += d.secret_hits(text, low, LINE_RULES)
-        for needles, run, _ in _LINE_DETECTORS:
-            if not needles or any(n in low for n in needles):
-                found += run(text, mode)
+        for rule in _LINE_RULES:
+            found += rule.scan(text, low, mode)
         return found
-
-    def _term_miss(self, key: str) -> int:
-        screen = self._terms_matcher().screen
-        return _LOUD if screen is not None and screen.search("\n" + key) else 0
 
     @staticmethod
     def resolve(text: str, found: list[Hit]) -> list[Hit]:
@@ -468,12 +520,12 @@ _SUSPECT_SCREEN: dict[str, int] = {}
 
 
 def _suspect_screen(key: str) -> int:
-    """`_LOUD` when a line template holds a name shaped like a machine: the suspect patterns and
+    """1 when a line template holds a name shaped like a machine: the suspect patterns and
     `looks_like_host` read digits only as digits, so the template answers for every line it stands for."""
     probe = "\n" + key
     for rx in (d._SUSPECT, d._DOMAIN):
         if any(hosts.looks_like_host(m.group(1).split(".", 1)[0]) for m in rx.finditer(probe)):
-            return _LOUD
+            return 1
     return 0
 
 
@@ -483,7 +535,7 @@ def find_suspects(text: str, detector: Detector | None = None, *, tmpl: str | No
     det = detector or Detector(PrivacyContext())
     if tmpl is None:
         tmpl = template(text)
-    runs = _loud_runs(text, ((_SUSPECT_SCREEN, _suspect_screen),), tmpl)[0]
+    runs = _runs(_loud_lines(text, ((_SUSPECT_SCREEN, _suspect_screen),), tmpl, 1)[0], 1)
     if not runs:
         return []
     taken = [(h.start, h.end) for h in det.hits(text, tmpl=tmpl)]

@@ -190,13 +190,13 @@ _MAIL_ROLES = frozenset(
 def _ipv4_hits(text: str, mode: Mode) -> Iterable[Hit]:
     for m in _IPV4.finditer(text):
         v = m.group(1)
-        try:
-            addr = ipaddress.IPv4Address(v)
-        except ValueError:
-            continue
         before = text[max(0, m.start() - 8) : m.start()].lower()
         # 0.x.y.z is never a host address; it is what a version like jax 0.12.0.1 looks like
         if v.startswith("0.") or before.endswith(("v", "==", "version ", "version=", "version: ")):
+            continue
+        try:
+            addr = ipaddress.IPv4Address(v)
+        except ValueError:
             continue
         if mode == "log" and (addr.is_loopback or addr.is_unspecified):
             continue
