@@ -4,6 +4,7 @@ suspects (host-like names no rule can prove private); and what a text teaches ab
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -126,22 +127,29 @@ def _detector_scan(run: _Run) -> _Scan:
     return lambda t, low, m: run(t, m)
 
 
-# in tie-breaking order: terms (scanned first), secrets, then the detectors
-_LINE_RULES: tuple[_LineRule, ...] = (
-    *(
-        _LineRule(_blind_needles(r.needles), _secret_scan(r), ((digit_blind(r.pattern), None),))
-        for r in LINE_RULES
-    ),
-    *(
-        _LineRule(
-            _blind_needles(n),
-            _detector_scan(run),
-            tuple((digit_blind(rx), _POST_CHECKS.get(rx)) for rx in pats),
-        )
-        for n, run, pats in _LINE_DETECTORS
-    ),
-)
-_LOUD = (_RULE_FLAG << len(_LINE_RULES)) - _TERM_FLAG  # any of the term and line rule flags
+@functools.cache
+def _line_rules() -> tuple[_LineRule, ...]:
+    """The line rules in tie-breaking order: secrets, then the detectors (terms are scanned first).
+    Built on first use: deriving the digit-blind copies costs a few tens of milliseconds."""
+    return (
+        *(
+            _LineRule(_blind_needles(r.needles), _secret_scan(r), ((digit_blind(r.pattern), None),))
+            for r in LINE_RULES
+        ),
+        *(
+            _LineRule(
+                _blind_needles(n),
+                _detector_scan(run),
+                tuple((digit_blind(rx), _POST_CHECKS.get(rx)) for rx in pats),
+            )
+            for n, run, pats in _LINE_DETECTORS
+        ),
+    )
+
+
+_LOUD = (
+    _RULE_FLAG << (len(LINE_RULES) + len(_LINE_DETECTORS))
+) - _TERM_FLAG  # any of the term and line rule flags
 _WHOLE_NEEDLES = tuple(_blind_needles(r.needles) for r in WHOLE_TEXT_RULES)
 
 
@@ -154,7 +162,7 @@ def _screen_generic(key: str) -> int:
     for i, needles in enumerate(_WHOLE_NEEDLES):
         if any(n in low for n in needles):
             flags |= _WHOLE_FLAG << i
-    for i, rule in enumerate(_LINE_RULES):
+    for i, rule in enumerate(_line_rules()):
         if rule.may_match(probe, low):
             flags |= _RULE_FLAG << i
     return flags
@@ -404,7 +412,7 @@ class Detector:
         # each rule over just the lines its screen let through, in tie-breaking order
         if flags & _TERM_FLAG:
             found += _scan_runs(text, _runs(lines, _TERM_FLAG), terms.scan, mode)
-        for i, rule in enumerate(_LINE_RULES):
+        for i, rule in enumerate(_line_rules()):
             if flags & (_RULE_FLAG << i):
                 found += _scan_runs(text, _runs(lines, _RULE_FLAG << i), rule.scan, mode)
         if "<" in text or "&lt" in text:
@@ -416,7 +424,7 @@ class Detector:
         """Every line rule over all of ``text``, no screen (what the screened scan must equal)."""
         found = terms.hits(text)
         low = text.lower()
-        for rule in _LINE_RULES:
+        for rule in _line_rules():
             found += rule.scan(text, low, mode)
         return found
 

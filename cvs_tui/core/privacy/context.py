@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.privacy.placeholder import PLACEHOLDER
 from cvs_tui.core.run_folder import RunFolder
 
 # Account names every machine has: not private, and too common as words ("root_cause_node") to scrub.
@@ -39,9 +40,6 @@ _SYSTEM_PREFIXES = (
     "/run",
 )
 LOCAL_HOSTS = frozenset({"localhost", "local", "127.0.0.1", "::1", "localhost.localdomain"})
-PLACEHOLDER = re.compile(
-    r"<(?:host|ip|mac|user|home|path|container|bucket|email|token|job|private|private-key)(?:-\d+)?>"
-)
 # An environment variable whose value is a secret: *TOKEN*, *SECRET*, *PASSWORD*, *API_KEY*, ...
 _SECRET_ENV = re.compile(
     r"(?i)(?:token(?!iz)|secret|passw(?:or)?d|api_?key|access_?key|private_?key|credential|auth(?!or))"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
-from cvs_tui.core.privacy.context import PLACEHOLDER
+from cvs_tui.core.privacy.placeholder import PLACEHOLDER
 from cvs_tui.core.privacy.screen import crosses_lines
 
 
@@ -109,3 +109,9 @@ def secret_hits(
 
 def _unanchored(rule: SecretRule, text: str) -> Iterable[re.Match[str]]:
     return rule.pattern.finditer(text)
+
+
+def holds_secret(value: str) -> bool:
+    """Whether a value (an environment variable's, a config value) holds a secret of any shape these
+    rules know: a value whose name does not say it is secret is masked all the same (audit 3 PW04)."""
+    return next(iter(secret_hits(value, value.lower())), None) is not None
