@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,46 @@ def test_m9_placeholders_and_context_terms_keep_their_meaning() -> None:
     out = sc.scrub_text(text)
     assert "GPU-NODE17" not in out and "hf_SeCrEtVaLuE123456" not in out
     assert sc.check_text(out) == []
+
+
+KEY_BLOCK = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    + "".join(
+        f"MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2k7c7ObJf9e8CK8Tq8k3xYkB0pP4q{i:03d}\n" for i in range(40)
+    )
+    + "-----END RSA PRIVATE KEY-----\n"
+)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_m9_files_are_read_a_chunk_at_a_time_with_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    """RB04 (memory): scrub and check-private read a file a chunk of whole lines at a time; with chunks of
+    a few KB (a key block held together) the output, the findings and the suspects are those of one
+    chunk for the whole file."""
+    from cvs_tui.core.privacy import check_files, scrub_files, stream
+
+    logs = [p for p in LOGS if p.suffix == ".log"]
+    text = "".join(p.read_text(encoding="utf-8") for p in logs)
+    text = text[:20000] + KEY_BLOCK + text[20000:] + "x=1\n" + KEY_BLOCK + "user=alice at the end\n"
+    src = tmp_path / "in" / "all.log"
+    src.parent.mkdir()
+    src.write_text(text, encoding=encoding)
+    results = []
+    for chunk in (None, 3000):
+        if chunk:
+            monkeypatch.setattr(stream, "CHUNK", chunk)
+            monkeypatch.setattr(stream, "_KEY_HOLD", 2900)
+        out = tmp_path / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        report = scrub_files([src], out_dir=out)
+        suspects: list[str] = []
+        found = check_files([src], suspects=suspects)
+        written = (out / "all.log").read_bytes()
+        results.append((written, report.leftovers, report.suspects, report.replaced, found, suspects))
+    assert results[0] == results[1]
+    assert results[0][4] and b"PRIVATE KEY" not in results[0][0]
+    chunks = list(stream.text_chunks(src, stream.sniff(src), 3000))
+    assert len(chunks) > 10 and "".join(chunks) == text
+    assert all(c.endswith("\n") for c in chunks)

@@ -499,6 +499,12 @@ class _Lines:
         return self.line, offset - self.text.rfind("\n", 0, offset)
 
 
+def findings_of(text: str, hits: Iterable[Hit]) -> list[Finding]:
+    """``hits`` (in ascending order) as (line, col, category) findings."""
+    lines = _Lines(text)
+    return [Finding(*lines.at(h.start), h.category, h.term_no) for h in hits]
+
+
 def find_private(
     text: str, context: PrivacyContext | None = None, *, mode: Mode = "log", tmpl: str | None = None
 ) -> list[Finding]:
@@ -507,8 +513,8 @@ def find_private(
     found too. ``tmpl`` is ``template(text)`` when the caller has it already."""
     det = Detector(context or PrivacyContext())
     hits = det.learn_and_hit(text, det.context.terms, mode, tmpl=tmpl)
+    out = findings_of(text, hits)
     lines = _Lines(text)
-    out = [Finding(*lines.at(h.start), h.category, h.term_no) for h in hits]
     if mode == "card":
         # a card rule names the problem better than the generic host rule at the same spot
         ruled = {lines.at(m.start()) for rx, _ in _CARD_RULES for m in rx.finditer(text)}

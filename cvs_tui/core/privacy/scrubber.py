@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.privacy.check import Detector, find_private, find_suspects
+from cvs_tui.core.privacy.check import Detector, find_private, find_suspects, findings_of
 from cvs_tui.core.privacy.context import DenyTerm, PrivacyContext, context_from_run_folder
 from cvs_tui.core.privacy.detectors import IPV4_IN_NAME, Finding, Hit, Mode
 from cvs_tui.core.privacy.hosts import FILE_EXTENSIONS
 from cvs_tui.core.privacy.screen import template
+from cvs_tui.core.privacy.stream import Sniffed, sniff, text_chunks
 
 # Placeholder family per category; a family in _SINGLE is one placeholder for every value.
 _FAMILY: dict[str, str] = {
@@ -227,7 +228,34 @@ def _file_findings(
     f: Path, context: PrivacyContext | None, mode: Mode, suspects: list[str] | None = None
 ) -> list[str]:
     """`file:line:col category` lines for ``f``; with ``suspects`` given, its suspect lines are added
-    there from the same reading."""
+    there from the same reading. A text file is read a chunk at a time, twice: what all of it teaches
+    first, then the findings (as one scan of the whole text would report them)."""
+    sniffed = sniff(f)
+    if sniffed.encoding is None or mode == "card":
+        return _whole_file_findings(f, context, mode, suspects)
+    ctx = context or PrivacyContext()
+    det = Detector(ctx)
+    first = det.term_count
+    for chunk in text_chunks(f, sniffed):
+        det.learn_and_hit(chunk, (*ctx.terms, *det.new_terms(first)))
+    lines: list[str] = []
+    fresh = Detector(ctx) if suspects is not None else None  # suspects: the context's terms only
+    base = 0
+    for chunk in text_chunks(f, sniffed):
+        tmpl = template(chunk)
+        found = findings_of(chunk, det.hits(chunk, tmpl=tmpl))
+        lines += [f"{f}:{x.line + base}:{x.col} {x.describe()}" for x in found]
+        if suspects is not None:
+            sus = find_suspects(chunk, fresh, tmpl=tmpl)
+            suspects += [f"{f}:{x.line + base}:{x.col} {x.category}" for x in sus]
+        base += chunk.count("\n")
+    return lines
+
+
+def _whole_file_findings(
+    f: Path, context: PrivacyContext | None, mode: Mode, suspects: list[str] | None
+) -> list[str]:
+    """A file that is not text (searched byte for byte), or a card (its rules read the whole text)."""
     data = _read(f)
     dec = decode_bytes(data)
     tmpl = template(dec.text)
@@ -271,9 +299,13 @@ def check_suspects(
     det = Detector(context or PrivacyContext())
     out: list[str] = []
     for _, f in _expand_roots(paths):
-        dec = decode_bytes(_read(f))
-        if dec.encoding is not None:
-            out += [f"{f}:{x.line}:{x.col} {x.category}" for x in find_suspects(dec.text, det)]
+        sniffed = sniff(f)
+        if sniffed.encoding is None:
+            continue
+        base = 0
+        for chunk in text_chunks(f, sniffed):
+            out += [f"{f}:{x.line + base}:{x.col} {x.category}" for x in find_suspects(chunk, det)]
+            base += chunk.count("\n")
     return out
 
 
@@ -291,29 +323,37 @@ def _expand_roots(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, P
     return out
 
 
-def _write_atomic(dest: Path, data: bytes, mode_from: Path) -> None:
+def _scrub_one(scrubber: Scrubber, src: Path, dest: Path, sniffed: Sniffed) -> None:
+    """Scrub ``src`` into ``dest`` a chunk at a time through a temporary file (replaced atomically; an
+    in-place file nothing changed in is left as it is)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if (
+        sniffed.encoding is None
+    ):  # not text: cannot be rewritten safely; copy it and let the re-check judge it
+        if src != dest:
+            shutil.copyfile(src, dest)
+        return
+    markup = src.suffix.lower() in _MARKUP_SUFFIXES
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
+        changed = False
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode_from.exists():
-            os.chmod(tmp, mode_from.stat().st_mode & 0o777)
+            fh.write(sniffed.bom)
+            enc = codecs.getincrementalencoder(sniffed.encoding)()
+            for chunk in text_chunks(src, sniffed):
+                out = scrubber.scrub_text(chunk, markup=markup)
+                changed = changed or out != chunk
+                fh.write(enc.encode(out))
+            fh.write(enc.encode("", final=True))
+        if src == dest and not changed:
+            Path(tmp).unlink()
+            return
+        if src.exists():
+            os.chmod(tmp, src.stat().st_mode & 0o777)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _scrub_one(scrubber: Scrubber, src: Path, dest: Path, dec: Decoded) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dec.encoding is None:  # not text: cannot be rewritten safely; copy it and let the re-check judge it
-        if src != dest:
-            shutil.copyfile(src, dest)
-        return
-    out = scrubber.scrub_text(dec.text, markup=src.suffix.lower() in _MARKUP_SUFFIXES)
-    if src == dest and out == dec.text:
-        return
-    _write_atomic(dest, dec.bom + out.encode(dec.encoding), src)
 
 
 def scrub_files(
@@ -332,10 +372,11 @@ def scrub_files(
         raise UserError("scrub: pass exactly one of --out DIR or --in-place")
     sc = scrubber or Scrubber(context)
     roots = _expand_roots(paths)
-    for _, f in roots:  # read twice rather than hold every file in memory
-        dec = decode_bytes(_read(f))
-        if dec.encoding is not None:
-            sc.learn(dec.text)
+    for _, f in roots:  # read twice, a chunk at a time, rather than hold every file in memory
+        sniffed = sniff(f)
+        if sniffed.encoding is not None:
+            for chunk in text_chunks(f, sniffed):
+                sc.learn(chunk)
     jobs: list[tuple[Path, Path]] = []
     for root, f in roots:
         base = root if root.is_dir() else root.parent
@@ -358,12 +399,12 @@ def scrub_files(
     report = ScrubReport(hosts_known=sc.context.hosts_known)
     written: list[Path] = []
     for src, dst in jobs:
-        dec = decode_bytes(_read(src))
-        if dec.encoding is None and out_dir is not None:
+        sniffed = sniff(src)
+        if sniffed.encoding is None and out_dir is not None:
             report.left_out.append(str(dst))  # its scrubbed name: where it would have gone
             continue
         try:
-            _scrub_one(sc, src, dst, dec)
+            _scrub_one(sc, src, dst, sniffed)
         except OSError as exc:
             where = f"--out {out_dir}" if out_dir is not None else "--in-place"
             raise UserError(
