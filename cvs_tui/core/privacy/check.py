@@ -205,14 +205,24 @@ def _loud_lines(
             if f & loud:
                 marks[line] = f
         if marks:
-            for line in parts:
-                e = pos + len(line) + 1
-                f = marks.get(line, 0)
-                if f:
-                    lines.append((pos, min(e, n), f))
-                pos = e
+            lines += _positions(tmpl, pos, j, marks)
         pos = j
     return lines, flags
+
+
+def _positions(tmpl: str, pos: int, j: int, marks: dict[str, int]) -> list[tuple[int, int, int]]:
+    """(start, end, flags) of every line of ``tmpl[pos:j]`` whose template is in ``marks``, found by
+    substring search (a block's loud lines are few; its lines are not walked one by one)."""
+    block = "\n" + tmpl[pos:j] + ("" if tmpl.endswith("\n", pos, j) else "\n")
+    found: list[tuple[int, int, int]] = []
+    for line, f in marks.items():
+        needle = "\n" + line + "\n"
+        k = block.find(needle)
+        while k >= 0:
+            found.append((pos + k, min(pos + k + len(line) + 1, j), f))
+            k = block.find(needle, k + len(line) + 1)
+    found.sort()
+    return found
 
 
 def _runs(lines: Iterable[tuple[int, int, int]], flag: int) -> list[tuple[int, int]]:
@@ -473,13 +483,11 @@ def learned_terms(hits: Iterable[Hit], known: Iterable[DenyTerm] = ()) -> list[D
     """The values ``hits`` teach (short host names, expanded node lists, users, JobSet names) that are not
     in ``known`` yet."""
     t = Terms()
-    for k in known:
-        t.add(k.value, k.category, k.group, learned=k.learned)
-    n = len(t.items)
+    t.know(k.value for k in known)  # not re-added one by one: thousands of learned names cost a set
     for h in hits:
         for value, category, group in h.learn:
             t.add(value, category, group, learned=True)
-    return t.items[n:]
+    return t.items
 
 
 class _Lines:

@@ -12,7 +12,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,10 @@ class Terms:
     def __init__(self) -> None:
         self.items: list[DenyTerm] = []
         self._seen: set[str] = set()
+
+    def know(self, values: Iterable[str]) -> None:
+        """Values already known elsewhere: an ``add`` of one of them adds nothing."""
+        self._seen.update(v.strip().lower() for v in values)
 
     def add(self, value: Any, category: str, group: str = "", *, learned: bool = False) -> None:
         if not isinstance(value, str):
