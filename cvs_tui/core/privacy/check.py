@@ -298,7 +298,11 @@ def _trie(words: Iterable[str]) -> str:
 def _words_regex(words: Iterable[str], flags: int) -> re.Pattern[str] | None:
     """One pattern for every word, bounded like a term (no letter or digit on either side), as a trie so
     a position costs one walk whatever the number of words; at one start the longest word wins."""
-    ws = sorted(set(words), key=lambda w: (-len(w), w))
+    return _compiled_words(tuple(sorted(set(words), key=lambda w: (-len(w), w))), flags)
+
+
+@functools.lru_cache(maxsize=16)  # the detectors of one scrub or check share their term sets
+def _compiled_words(ws: tuple[str, ...], flags: int) -> re.Pattern[str] | None:
     if not ws:
         return None
     short = [w for w in ws if len(w) <= _TRIE_MAX]

@@ -149,15 +149,20 @@ class Scrubber:
         """``text`` with every private value replaced; ``markup`` escapes the placeholder for HTML/XML.
 
         Replacing a value can expose a new match at its edge (`host::b` leaves `>::b`, an IPv6 address),
-        so passes repeat until nothing is found (a few at most)."""
+        so passes repeat until nothing is found (a few at most). Only a line a pass changed can hold a new
+        match (the rules are line-local; a key block's lines all change), so a pass first looks at those
+        lines alone and the whole text is scanned again only when they hold something."""
         tmpl = template(text)
         hits: list[Hit] | None = self.learn(text, tmpl)
         for _ in range(8):
-            out, out_tmpl = self._scrub_once(text, tmpl, markup, hits)
+            out, out_tmpl, spans = self._scrub_once(text, tmpl, markup, hits)
             hits = None
             if out == text:
                 break
             text, tmpl = out, out_tmpl
+            touched = _touched_lines(text, spans)
+            if not self._detector.hits(touched, "log", tmpl=template(touched)):
+                break
         return text
 
     def scrub_name(self, name: str) -> str:
@@ -177,26 +182,46 @@ class Scrubber:
 
     def _scrub_once(
         self, text: str, tmpl: str, markup: bool, hits: list[Hit] | None = None
-    ) -> tuple[str, str]:
-        """``text`` with one pass of replacements, and its template (built alongside, not recomputed)."""
+    ) -> tuple[str, str, list[int]]:
+        """``text`` with one pass of replacements, its template (built alongside, not recomputed) and
+        where each placeholder starts in it."""
         parts: list[str] = []
         tparts: list[str] = []
+        spans: list[int] = []
         pos = 0
+        at = 0
         for h in self._detector.hits(text, "log", tmpl=tmpl) if hits is None else hits:
             ph = self.placeholder(h.category, h.value, h.group)
             ph = html.escape(ph) if markup else ph
             parts += [text[pos : h.start], ph]
             tparts += [tmpl[pos : h.start], template(ph)]
+            at += h.start - pos
+            spans.append(at)
+            at += len(ph)
             pos = h.end
             self.replaced[h.category] = self.replaced.get(h.category, 0) + 1
         if not parts:
-            return text, tmpl
+            return text, tmpl, spans
         parts.append(text[pos:])
         tparts.append(tmpl[pos:])
-        return "".join(parts), "".join(tparts)
+        return "".join(parts), "".join(tparts), spans
 
     def check_text(self, text: str) -> list[Finding]:
         return find_private(text, self.known_context, mode="log")
+
+
+def _touched_lines(text: str, starts: list[int]) -> str:
+    """The lines of ``text`` holding the offsets ``starts`` (ascending), each once, joined in order."""
+    out: list[str] = []
+    end = 0
+    for s in starts:
+        if s < end:
+            continue
+        a = text.rfind("\n", 0, s) + 1
+        end = text.find("\n", s) + 1 or len(text)
+        out.append(text[a:end])
+    joined = "".join(out)
+    return joined if joined.endswith("\n") or not joined else joined + "\n"
 
 
 def split_extension(name: str) -> tuple[str, str]:
