@@ -48,7 +48,8 @@ class Hit:
 
 
 _ALNUM = "A-Za-z0-9"
-_IPV4 = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?![\w.]*\d)(?!\.\w)")
+# the look-behind follows the first digit so the pattern starts with a digit (the engine skips to one)
+_IPV4 = re.compile(r"(\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3})(?![\w.]*\d)(?!\.\w)")
 # in a file name `10.20.30.40.log` the address is followed by an extension: no look-ahead for one
 IPV4_IN_NAME = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?!\.?\d)")
 _IPV6 = re.compile(

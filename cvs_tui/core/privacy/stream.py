@@ -110,16 +110,24 @@ def text_chunks(path: Path, sniffed: Sniffed, size: int | None = None) -> Iterat
     assert sniffed.encoding is not None
     size = size or CHUNK
     dec = codecs.getincrementaldecoder(sniffed.encoding)()
-    buf = ""
+    pieces: list[str] = []
+    have = 0
     for block in _blocks(path, len(sniffed.bom)):
-        buf += dec.decode(block)
-        while len(buf) >= 2 * size:  # room after the cut: a key block held back fits in what follows
+        piece = dec.decode(block)
+        pieces.append(piece)
+        have += len(piece)
+        if have < 2 * size:  # room after a cut: a key block held back fits in what follows
+            continue
+        buf = "".join(pieces)
+        while len(buf) >= 2 * size:
             cut = _cut(buf, False, size)
             if cut == 0:
                 break
             yield buf[:cut]
             buf = buf[cut:]
-    buf += dec.decode(b"", final=True)
+        pieces, have = [buf], len(buf)
+    pieces.append(dec.decode(b"", final=True))
+    buf = "".join(pieces)
     while buf:
         cut = _cut(buf, True, size)
         yield buf[:cut]
