@@ -397,8 +397,9 @@ def scrub_files(
         raise UserError("scrub: pass exactly one of --out DIR or --in-place")
     sc = scrubber or Scrubber(context)
     roots = _expand_roots(paths)
+    how: dict[Path, Sniffed] = {}
     for _, f in roots:  # read twice, a chunk at a time, rather than hold every file in memory
-        sniffed = sniff(f)
+        sniffed = how[f] = sniff(f)
         if sniffed.encoding is not None:
             for chunk in text_chunks(f, sniffed):
                 sc.learn(chunk)
@@ -424,7 +425,7 @@ def scrub_files(
     report = ScrubReport(hosts_known=sc.context.hosts_known)
     written: list[Path] = []
     for src, dst in jobs:
-        sniffed = sniff(src)
+        sniffed = how[src]
         if sniffed.encoding is None and out_dir is not None:
             report.left_out.append(str(dst))  # its scrubbed name: where it would have gone
             continue
