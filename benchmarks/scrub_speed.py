@@ -12,9 +12,16 @@ MB/s by wall and by CPU, and peak RSS. The baseline tree is run on a smaller log
 it is slow; rates compare across sizes, seconds do not. A shared machine inflates wall time: the CPU
 rate is the steadier figure.
 
-Figures (2 cores shared with other work, load 5-7; CPU rate in brackets):
-    before (main, 1 MB)      plain scrub 0.4 MB/s (0.5), check-private 0.6 (0.8); nodelist scrub 0.3 (0.4)
-    after  (20 MB)           see the report of the change that added the line screen (`privacy/screen.py`)
+Figures (2 cores shared with 7 other sessions, load 4.8-5.4, so wall rates run about half the CPU rates;
+before = main before the line screen, on a 1 MB log since it is slow; after = this tree on 200 MB):
+
+    variant   command        before MB/s (cpu)  peak RSS    after MB/s (cpu)  peak RSS
+    plain     scrub          0.07 (0.16)        22 MB       15.2 (19.4)       119 MB
+    plain     check-private  0.19 (0.36)        21 MB       24.3 (27.0)        99 MB
+    nodelist  scrub          0.06 (0.16)        25 MB       16.7 (18.8)       121 MB
+    nodelist  check-private  0.14 (0.38)        22 MB       19.5 (21.7)       115 MB
+
+Before, memory grew with the file (816 MB for 200 MB in the audit, RB04); now it is bounded by the chunk.
 """
 
 from __future__ import annotations
