@@ -40,7 +40,8 @@ _CARD_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 _GENERIC_SCREEN: dict[str, int] = {}  # line template -> screen flags, shared by every Detector
-_SCREEN_MAX = 50_000  # templates remembered per screen; past this the cache starts over
+_SCREEN_MAX = 20_000  # templates remembered per screen; past this the cache starts over
+_REMEMBER_LINE = 2048  # a longer template is screened each time it comes (caches stay a few tens of MB)
 _LINE_MAX = 1 << 16  # a longer line is scanned without a screen (and not remembered)
 
 
@@ -169,6 +170,8 @@ def _screen_generic(key: str) -> int:
 
 
 def _remember(cache: dict[str, int], key: str, value: int) -> int:
+    if len(key) > _REMEMBER_LINE:
+        return value
     if len(cache) >= _SCREEN_MAX:
         cache.clear()
     cache[key] = value
