@@ -12,16 +12,17 @@ MB/s by wall and by CPU, and peak RSS. The baseline tree is run on a smaller log
 it is slow; rates compare across sizes, seconds do not. A shared machine inflates wall time: the CPU
 rate is the steadier figure.
 
-Figures (2 cores shared with 7 other sessions, load 4.8-5.4, so wall rates run about half the CPU rates;
-before = main before the line screen, on a 1 MB log since it is slow; after = this tree on 200 MB):
+Figures (2 cores shared with other sessions, load 1.7; before = main before the line screen, on a 1 MB
+log since it is slow; after = this tree on a 200 MB log; MB/s by wall time, by CPU time in brackets):
 
-    variant   command        before MB/s (cpu)  peak RSS    after MB/s (cpu)  peak RSS
-    plain     scrub          0.07 (0.16)        22 MB       15.2 (19.4)       119 MB
-    plain     check-private  0.19 (0.36)        21 MB       24.3 (27.0)        99 MB
-    nodelist  scrub          0.06 (0.16)        25 MB       16.7 (18.8)       121 MB
-    nodelist  check-private  0.14 (0.38)        22 MB       19.5 (21.7)       115 MB
+    variant   command        before MB/s        peak RSS    after MB/s        peak RSS
+    plain     scrub          0.10 (0.14)        22 MB       21.2 (23.5)       119 MB
+    plain     check-private  0.29 (0.32)        21 MB       32.7 (37.7)        99 MB
+    nodelist  scrub          0.15 (0.17)        25 MB       20.3 (22.9)       121 MB
+    nodelist  check-private  0.33 (0.36)        22 MB       25.4 (27.6)       101 MB
 
-Before, memory grew with the file (816 MB for 200 MB in the audit, RB04); now it is bounded by the chunk.
+At load 5 the wall rates halve (CPU rates 19-27 MB/s). Before, memory grew with the file (816 MB for a
+200 MB scrub in the audit, RB04); now it is bounded by the chunk size.
 """
 
 from __future__ import annotations
