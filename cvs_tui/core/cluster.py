@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cvs_tui.core.config.model import is_secret_name
+from cvs_tui.core.config.model import is_secret_entry, is_secret_name
 from cvs_tui.core.config.problems import Problems, did_you_mean, jpath
 from cvs_tui.core.config.thresholds import read_json_object
 from cvs_tui.core.errors import UserError
@@ -435,6 +435,6 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
         "known_hosts": cluster.known_hosts,
         "verify_host_keys": cluster.verify_host_keys,
         "nodes": [asdict(n) for n in cluster.nodes],
-        "env_vars": {k: ("***" if is_secret_name(k) else v) for k, v in cluster.env_vars.items()},
+        "env_vars": {k: ("***" if is_secret_entry(k, v) else v) for k, v in cluster.env_vars.items()},
         "password": "***" if cluster.password else None,
     }

@@ -282,3 +282,13 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFi
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_module_first_label_does_not_hide_a_host_under_a_domain_ending() -> None:
+    """`os.a0.com` (found by the scrubber fuzz) is a host; `os.path.join` and `np.linalg.norm` stay code."""
+    from cvs_tui.core.privacy.hosts import host_kind
+
+    assert host_kind("os.a0.com", False) == "host"
+    assert host_kind("jax.example.org", False) == "host"
+    assert host_kind("os.path.join", False) is None
+    assert host_kind("np.linalg.norm", False) is None

@@ -13,7 +13,7 @@ import re
 import sys
 
 from cvs_tui.cli.options import add_context_options, context_from_args
-from cvs_tui.core.privacy import HOSTS_NOT_KNOWN, check_files, check_suspects
+from cvs_tui.core.privacy import HOSTS_NOT_KNOWN, check_files
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,12 +48,12 @@ def _finding(line: str) -> dict[str, str | int]:
 
 def run(args: argparse.Namespace) -> int:
     ctx = context_from_args(args, args.files)
-    lines = check_files(args.files, ctx, mode="card" if args.card else "log")
+    suspects: list[str] | None = None if ctx.hosts_known else []  # filled from the same reading
+    lines = check_files(args.files, ctx, mode="card" if args.card else "log", suspects=suspects)
     if args.json:
-        suspects = [] if ctx.hosts_known else check_suspects(args.files, ctx)
         doc = {
             "findings": [_finding(line) for line in lines],
-            "suspects": suspects,
+            "suspects": suspects or [],
             "hosts_known": ctx.hosts_known,
         }
         print(json.dumps(doc, indent=2))
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     if not ctx.hosts_known:  # say what was not checked, and show what looks like a machine name
-        for line in check_suspects(args.files, ctx):
+        for line in suspects or []:
             print(line)
         print(f"note: {HOSTS_NOT_KNOWN}", file=sys.stderr)
     return 1 if lines else 0

@@ -25,6 +25,7 @@ from cvs_tui.core.card.facts import (
     run_problems,
     standard_metrics,
     thresholds_text,
+    utc_date,
     workload_of,
 )
 from cvs_tui.core.card.resume import resume_leaf
@@ -76,7 +77,11 @@ def _sweeps(sources: Sequence[CardSource], hw_of: dict[int, str]) -> list[_Sweep
             mc = maxtext_config_for(src, run.key)
             w = workload_of(src, run, mc)
             m = standard_metrics(run)
-            out.append(_Sweep(hw_of[i], run, src, w, m, run_date(run, src.results), run_problems(run, m, w)))
+            out.append(
+                _Sweep(
+                    hw_of[i], run, src, w, m, run_date(run, src.results, src.label), run_problems(run, m, w)
+                )
+            )
     return out
 
 
@@ -267,7 +272,7 @@ def build_card(
         leaf = resume_leaf(src)
         if leaf is None:
             continue
-        when = dt.datetime.fromtimestamp(src.results.created_at, tz=dt.UTC).date()
+        when = utc_date(src.results.created_at, src.label, "created_at")
         prev = resume.get(hw_of[i])
         if prev is None or when >= prev[0]:
             resume[hw_of[i]] = (when, leaf)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from cvs_tui.core.card.schema import (
     HARDWARE_ALLOWLIST,
     StandardMetrics,
@@ -155,17 +157,26 @@ def workload_of(src: CardSource, run: RunRecord, mc: dict[str, Any] | None) -> W
         kf = _key_fields(run.key)
         # without a config the key's PRECISION label is all there is (the CLI says so on stderr)
         pdb, seq, prec = _int(kf.get("BS")), _int(kf.get("SL")), _precision(kf.get("PRECISION"))
-    return Workload(
-        model=res.model_label or "unnamed",
-        nodes=nodes,
-        gpus_per_node=gpn,
-        num_gpus=nodes * gpn,
-        per_device_batch_size=pdb,
-        global_batch_size=pdb * nodes * gpn if pdb else None,
-        max_target_length=seq,
-        steps=max(1, run.total_steps),
-        precision=prec,  # type: ignore[arg-type]
-    )
+    try:
+        return Workload(
+            model=res.model_label or "unnamed",
+            nodes=nodes,
+            gpus_per_node=gpn,
+            num_gpus=nodes * gpn,
+            per_device_batch_size=pdb,
+            global_batch_size=pdb * nodes * gpn if pdb else None,
+            max_target_length=seq,
+            steps=max(1, run.total_steps),
+            precision=prec,  # type: ignore[arg-type]
+        )
+    except ValidationError as exc:  # a run key such as `BS=0,...` (audit 3 RD02)
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        where = "the config" if mc is not None else f"run key {run.key!r}"
+        raise UserError(
+            f"{src.label}: {field} {err.get('input')!r} from {where} is not usable ({err['msg'].lower()}); "
+            "fix that run in results.json or pass the config that ran it"
+        ) from None
 
 
 def standard_metrics(run: RunRecord) -> StandardMetrics:
@@ -178,9 +189,25 @@ def standard_metrics(run: RunRecord) -> StandardMetrics:
     return StandardMetrics(**vals, stall_count=int(count) if count is not None else None)
 
 
-def run_date(run: RunRecord, res: Results) -> dt.date:
-    ts = run.ended_at or run.started_at or res.created_at
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).date()
+def run_date(run: RunRecord, res: Results, where: str = "results.json") -> dt.date:
+    if run.ended_at:
+        return utc_date(run.ended_at, where, f"run {run.key!r} ended_at")
+    if run.started_at:
+        return utc_date(run.started_at, where, f"run {run.key!r} started_at")
+    return utc_date(res.created_at, where, "created_at")
+
+
+def utc_date(ts: float, where: str, field: str) -> dt.date:
+    """The UTC date of a results.json time stamp; one that is no time (NaN, Infinity, out of the
+    platform's range) is a UserError naming the file and field (audit 3 RD03)."""
+    try:
+        if not math.isfinite(ts):
+            raise ValueError
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).date()
+    except (ValueError, OverflowError, OSError):
+        raise UserError(
+            f"{where}: {field} {ts!r} is not a time (seconds since 1970); fix or regenerate that results.json"
+        ) from None
 
 
 def card_window(run: RunRecord) -> Window | None:

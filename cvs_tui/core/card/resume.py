@@ -111,7 +111,7 @@ def resume_leaf(src: CardSource) -> ResumeLeaf | None:
         workload=w,
         resume=resume,
         resume_comparison=comparison,
-        last_verified=run_date(p2, res) if ok else None,
+        last_verified=run_date(p2, res, src.label) if ok else None,
         metrics=ResumeMetrics(
             checkpoint_save_seconds=save.value if save is not None and save.value is not None else None,
             checkpoint_load_seconds=load.value if load is not None and load.value is not None else None,

@@ -146,6 +146,20 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+def is_secret_entry(name: str, value: Any) -> bool:
+    """A key whose value must never be shown: its name says secret, or its value is shaped like a secret
+    of a shape the privacy rules know (`MY_CREDS=hf_...`, audit 3 PW04)."""
+    if value in ("", None):
+        return False
+    if is_secret_name(name):
+        return True
+    if not isinstance(value, str):
+        return False
+    from cvs_tui.core.privacy.secret_rules import holds_secret  # the rule set loads only when needed
+
+    return holds_secret(value)
+
+
 def dump_config(config: CvsConfig) -> dict[str, Any]:
     """The config as a JSON-ready dict that loads back to an equal CvsConfig (placeholders resolved)."""
     return config.model_dump(mode="json", exclude_none=True)

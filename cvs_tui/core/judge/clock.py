@@ -30,6 +30,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cvs_tui.core.parse.records import RECORD_CAP
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -120,9 +122,15 @@ class ClockBuilder:
         self.times.frombytes(times)
 
     def feed(self, data: bytes) -> None:
-        data = self._carry + data if self._carry else data
+        """Take the next bytes. Of an unfinished line only its first ``RECORD_CAP`` bytes are kept (its
+        time is in its header): a copy with no line break at all (gigabytes of NULs on stdin) is read
+        in linear time and bounded memory, as the parser reads it."""
+        if self._carry:
+            if len(self._carry) >= RECORD_CAP and b"\n" not in data:
+                return
+            data = self._carry + data
         cut = data.rfind(b"\n") + 1
-        self._carry = data[cut:]
+        self._carry = data[cut : cut + RECORD_CAP]
         if cut:
             self._run(data, cut)
 

@@ -19,7 +19,7 @@ from cvs_tui.core.config.blocks import (
     ScalingBaseline,
     ThresholdSpec,
 )
-from cvs_tui.core.config.model import is_secret_name
+from cvs_tui.core.config.model import is_secret_entry
 
 PLAN_SCHEMA_VERSION = 1
 # The run catalogue. Special runs: key -> slug (the sweep runs use their sweep key and slug).
@@ -193,7 +193,9 @@ class Plan(_Frozen):
 
 
 def mask_env(env: dict[str, Any]) -> dict[str, Any]:
-    return {k: (MASK if is_secret_name(k) and v not in ("", None) else v) for k, v in env.items()}
+    """``env`` with the value of every secret-named key, and every value shaped like a secret whatever
+    its name (`MY_CREDS=hf_...`, audit 3 PW04), masked."""
+    return {k: (MASK if is_secret_entry(k, v) else v) for k, v in env.items()}
 
 
 def yaml_dump(config: dict[str, Any]) -> str:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from cvs_tui.core.config.model import is_secret_name
+from cvs_tui.core.config.model import is_secret_entry, is_secret_name
 from cvs_tui.core.plan.model import Plan
 
 
 def _secret_leaves(node: Any, named: bool = False) -> list[str]:
+    """String leaves under a secret-named key, and any leaf shaped like a secret (audit 3 PW04)."""
     if isinstance(node, dict):
         return [v for k, x in node.items() for v in _secret_leaves(x, named or is_secret_name(str(k)))]
     if isinstance(node, list):
         return [v for x in node for v in _secret_leaves(x, named)]
-    return [node] if named and isinstance(node, str) and node else []
+    return [node] if isinstance(node, str) and node and (named or is_secret_entry("", node)) else []
 
 
 def secret_values(plan: Plan) -> list[str]:

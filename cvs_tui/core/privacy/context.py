@@ -12,12 +12,13 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cvs_tui.core.errors import UserError
+from cvs_tui.core.privacy.placeholder import PLACEHOLDER
 from cvs_tui.core.run_folder import RunFolder
 
 # Account names every machine has: not private, and too common as words ("root_cause_node") to scrub.
@@ -39,9 +40,6 @@ _SYSTEM_PREFIXES = (
     "/run",
 )
 LOCAL_HOSTS = frozenset({"localhost", "local", "127.0.0.1", "::1", "localhost.localdomain"})
-PLACEHOLDER = re.compile(
-    r"<(?:host|ip|mac|user|home|path|container|bucket|email|token|job|private|private-key)(?:-\d+)?>"
-)
 # An environment variable whose value is a secret: *TOKEN*, *SECRET*, *PASSWORD*, *API_KEY*, ...
 _SECRET_ENV = re.compile(
     r"(?i)(?:token(?!iz)|secret|passw(?:or)?d|api_?key|access_?key|private_?key|credential|auth(?!or))"
@@ -127,6 +125,10 @@ class Terms:
     def __init__(self) -> None:
         self.items: list[DenyTerm] = []
         self._seen: set[str] = set()
+
+    def know(self, values: Iterable[str]) -> None:
+        """Values already known elsewhere: an ``add`` of one of them adds nothing."""
+        self._seen.update(v.strip().lower() for v in values)
 
     def add(self, value: Any, category: str, group: str = "", *, learned: bool = False) -> None:
         if not isinstance(value, str):

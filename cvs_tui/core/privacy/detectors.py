@@ -48,7 +48,8 @@ class Hit:
 
 
 _ALNUM = "A-Za-z0-9"
-_IPV4 = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?![\w.]*\d)(?!\.\w)")
+# the look-behind follows the first digit so the pattern starts with a digit (the engine skips to one)
+_IPV4 = re.compile(r"(\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3})(?![\w.]*\d)(?!\.\w)")
 # in a file name `10.20.30.40.log` the address is followed by an extension: no look-ahead for one
 IPV4_IN_NAME = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?!\.?\d)")
 _IPV6 = re.compile(
@@ -88,7 +89,8 @@ _KEY_WORD = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{20,}")
 _PEM_MATERIAL = re.compile(r"[A-Za-z0-9+/=\s]*")
 _SLURM = re.compile(r"\b(SLURMD?_[A-Z_]{1,40})=([^\s'\",;}\]]+)")
 _JOB_ID = re.compile(
-    r"(?i)\bjob[_ -]?id\b['\"]?\s{0,4}[:=#]?\s{0,4}['\"]?(\d{3,})|\b(?:batch |slurm )?job\s{1,4}#?(\d{4,})\b"
+    r"(?i)\bjob[_ -]?id\b['\"]?[^\S\n]{0,4}[:=#]?[^\S\n]{0,4}['\"]?(\d{3,})"
+    r"|\b(?:batch |slurm )?job[^\S\n]{1,4}#?(\d{4,})\b"
     r"|\bslurm-(\d{3,})(?:_\d+)?\.(?:out|err|log)\b|\bStepId=(\d{3,})"
 )
 _SCHED_FLAG = re.compile(
@@ -96,7 +98,7 @@ _SCHED_FLAG = re.compile(
 )
 _K8S_NAME = re.compile(
     r"(?i)(?<![A-Za-z0-9])(?:jobset-name|job-name|job_name|jobset_name|workload_name|replicatedjob-name"
-    r"|pod-name|pod_name)['\"]?\s{0,4}[:=]\s{0,4}['\"]?([a-z0-9][a-z0-9.-]{1,252})"
+    r"|pod-name|pod_name)['\"]?[^\S\n]{0,4}[:=][^\S\n]{0,4}['\"]?([a-z0-9][a-z0-9.-]{1,252})"
 )
 # JobSet pods (`<jobset>-slice-job-0-1`, `<jobset>-workers-0-3-x7k2p`), Deployment pods
 # (`<name>-<hash>-<5>`) and Job pods (`<name>-<5>`): start of a name run only, repeats capped
@@ -130,10 +132,10 @@ _DOMAIN = re.compile(
 _NCCL = re.compile(r"(?<![\w.:-])([A-Za-z][A-Za-z0-9_.-]{0,252}):\d{1,9}:\d{1,9} \[\d{1,5}\]")
 _HOST_ASSIGN = re.compile(
     r"(?i)(?<![A-Za-z0-9])(addr|address|host|hostname|nodename|node_name|node|coordinator|head_node)"
-    r"['\"]?\s{0,4}[:=]\s{0,4}['\"]?([A-Za-z][A-Za-z0-9_.-]{0,252})"
+    r"['\"]?[^\S\n]{0,4}[:=][^\S\n]{0,4}['\"]?([A-Za-z][A-Za-z0-9_.-]{0,252})"
 )
 _USER_ASSIGN = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(?:user|username|user_name|logname|login)['\"]?\s{0,4}[:=]\s{0,4}['\"]?"
+    r"(?i)(?<![A-Za-z0-9])(?:user|username|user_name|logname|login)['\"]?[^\S\n]{0,4}[:=][^\S\n]{0,4}['\"]?"
     r"([a-z_][a-z0-9_.-]{1,31})(?![\w.-])"
 )
 _SUSPECT = re.compile(
@@ -189,13 +191,13 @@ _MAIL_ROLES = frozenset(
 def _ipv4_hits(text: str, mode: Mode) -> Iterable[Hit]:
     for m in _IPV4.finditer(text):
         v = m.group(1)
-        try:
-            addr = ipaddress.IPv4Address(v)
-        except ValueError:
-            continue
         before = text[max(0, m.start() - 8) : m.start()].lower()
         # 0.x.y.z is never a host address; it is what a version like jax 0.12.0.1 looks like
         if v.startswith("0.") or before.endswith(("v", "==", "version ", "version=", "version: ")):
+            continue
+        try:
+            addr = ipaddress.IPv4Address(v)
+        except ValueError:
             continue
         if mode == "log" and (addr.is_loopback or addr.is_unspecified):
             continue
@@ -381,10 +383,12 @@ def _home_hits(text: str) -> Iterable[Hit]:
             yield Hit(m.start(1), m.end(1), "home", m.group(1), learn=learn)
 
 
-def secret_hits(text: str, low: str) -> Iterable[Hit]:
+def secret_hits(
+    text: str, low: str, rules: Iterable[secret_rules.SecretRule] = secret_rules.RULES
+) -> Iterable[Hit]:
     """Secrets of every shape in `secret_rules.toml`. A secret of 8 characters or more is learned as a
     token, so the same value is found bare anywhere else (`KEY=v` in one line, `v` in the next)."""
-    for start, end, category, value, _rule in secret_rules.secret_hits(text, low):
+    for start, end, category, value, _rule in secret_rules.secret_hits(text, low, rules):
         learn: Learn = ((value, "token", value),) if len(value) >= 8 and category == "token" else ()
         yield Hit(start, end, category, value, learn=learn)
 

@@ -212,6 +212,9 @@ FILE_EXTENSIONS = frozenset(
         "ipynb",
     ]
 )
+# Endings no Python attribute path has: a name ending so is a host even when its first label is a module's
+# (`os.a0.com`).
+_DOMAIN_ONLY = frozenset(["com", "net", "org", "edu", "gov", "mil"])
 # First labels of dotted names that are Python modules, not hosts, when a log prints them.
 MODULE_ROOTS = frozenset(
     [
@@ -293,7 +296,7 @@ def host_kind(name: str, port_follows: bool) -> str | None:
         return "public"
     if tld in PRIVATE_SUFFIXES or "-slice-job-" in labels[0]:
         return "host"
-    if labels[0] in MODULE_ROOTS or name.split(".", 1)[0] in MODULE_ROOTS:
+    if (labels[0] in MODULE_ROOTS or name.split(".", 1)[0] in MODULE_ROOTS) and tld not in _DOMAIN_ONLY:
         return None
     if tld in PUBLIC_TLDS or port_follows:
         return "host"

@@ -5,6 +5,9 @@ order mark; a scrubbed file is written back in the encoding it came in. Any othe
 for byte (latin-1, plus a UTF-16 reading when it holds NUL bytes) and copied unchanged, so the re-check
 reports what it holds as leftovers. File and folder names are scrubbed and checked too, with an address
 detector that has no look-ahead for an extension (`10.20.30.40.log`).
+
+Long because reading, scrubbing and re-checking a file share its decoded form and its chunks, and the
+folder walk keeps what it left out beside what it scrubbed.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cvs_tui.core.errors import UserError
-from cvs_tui.core.privacy.check import Detector, find_private, find_suspects
+from cvs_tui.core.privacy.check import Detector, find_private, find_suspects, findings_of
 from cvs_tui.core.privacy.context import DenyTerm, PrivacyContext, context_from_run_folder
 from cvs_tui.core.privacy.detectors import IPV4_IN_NAME, Finding, Hit, Mode
 from cvs_tui.core.privacy.hosts import FILE_EXTENSIONS
+from cvs_tui.core.privacy.screen import template
+from cvs_tui.core.privacy.stream import Sniffed, sniff, text_chunks
 
 # Placeholder family per category; a family in _SINGLE is one placeholder for every value.
 _FAMILY: dict[str, str] = {
@@ -121,10 +126,11 @@ class Scrubber:
         """The context plus every value learned so far (what a re-check must look for)."""
         return PrivacyContext(self.context.terms + tuple(self._learned), self.context.hosts_known)
 
-    def learn(self, text: str) -> list[Hit]:
-        """Learn what ``text`` teaches; returns its hits (with the learned values) for reuse."""
+    def learn(self, text: str, tmpl: str | None = None) -> list[Hit]:
+        """Learn what ``text`` teaches; returns its hits (with the learned values) for reuse. ``tmpl`` is
+        ``template(text)`` when the caller has it already."""
         first = self._detector.term_count
-        hits = self._detector.learn_and_hit(text, (*self.context.terms, *self._learned))
+        hits = self._detector.learn_and_hit(text, (*self.context.terms, *self._learned), tmpl=tmpl)
         self._learned += self._detector.new_terms(first)
         return hits
 
@@ -146,14 +152,20 @@ class Scrubber:
         """``text`` with every private value replaced; ``markup`` escapes the placeholder for HTML/XML.
 
         Replacing a value can expose a new match at its edge (`host::b` leaves `>::b`, an IPv6 address),
-        so passes repeat until nothing is found (a few at most)."""
-        hits: list[Hit] | None = self.learn(text)
+        so passes repeat until nothing is found (a few at most). Only a line a pass changed can hold a new
+        match (the rules are line-local; a key block's lines all change), so a pass first looks at those
+        lines alone and the whole text is scanned again only when they hold something."""
+        tmpl = template(text)
+        hits: list[Hit] | None = self.learn(text, tmpl)
         for _ in range(8):
-            out = self._scrub_once(text, markup, hits)
+            out, out_tmpl, spans = self._scrub_once(text, tmpl, markup, hits)
             hits = None
             if out == text:
                 break
-            text = out
+            text, tmpl = out, out_tmpl
+            touched = _touched_lines(text, spans)
+            if not self._detector.hits(touched, "log", tmpl=template(touched)):
+                break
         return text
 
     def scrub_name(self, name: str) -> str:
@@ -171,19 +183,48 @@ class Scrubber:
                 self.replaced["ip"] = self.replaced.get("ip", 0) + 1
         return self.scrub_text("".join([*parts, name[pos:]]))
 
-    def _scrub_once(self, text: str, markup: bool, hits: list[Hit] | None = None) -> str:
+    def _scrub_once(
+        self, text: str, tmpl: str, markup: bool, hits: list[Hit] | None = None
+    ) -> tuple[str, str, list[int]]:
+        """``text`` with one pass of replacements, its template (built alongside, not recomputed) and
+        where each placeholder starts in it."""
         parts: list[str] = []
+        tparts: list[str] = []
+        spans: list[int] = []
         pos = 0
-        for h in self._detector.hits(text, "log") if hits is None else hits:
+        at = 0
+        for h in self._detector.hits(text, "log", tmpl=tmpl) if hits is None else hits:
             ph = self.placeholder(h.category, h.value, h.group)
-            parts += [text[pos : h.start], html.escape(ph) if markup else ph]
+            ph = html.escape(ph) if markup else ph
+            parts += [text[pos : h.start], ph]
+            tparts += [tmpl[pos : h.start], template(ph)]
+            at += h.start - pos
+            spans.append(at)
+            at += len(ph)
             pos = h.end
             self.replaced[h.category] = self.replaced.get(h.category, 0) + 1
+        if not parts:
+            return text, tmpl, spans
         parts.append(text[pos:])
-        return "".join(parts)
+        tparts.append(tmpl[pos:])
+        return "".join(parts), "".join(tparts), spans
 
     def check_text(self, text: str) -> list[Finding]:
         return find_private(text, self.known_context, mode="log")
+
+
+def _touched_lines(text: str, starts: list[int]) -> str:
+    """The lines of ``text`` holding the offsets ``starts`` (ascending), each once, joined in order."""
+    out: list[str] = []
+    end = 0
+    for s in starts:
+        if s < end:
+            continue
+        a = text.rfind("\n", 0, s) + 1
+        end = text.find("\n", s) + 1 or len(text)
+        out.append(text[a:end])
+    joined = "".join(out)
+    return joined if joined.endswith("\n") or not joined else joined + "\n"
 
 
 def split_extension(name: str) -> tuple[str, str]:
@@ -211,11 +252,46 @@ def _read(f: Path) -> bytes:
         raise UserError(f"{f}: cannot read ({exc.strerror or exc})") from None
 
 
-def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[str]:
+def _file_findings(
+    f: Path, context: PrivacyContext | None, mode: Mode, suspects: list[str] | None = None
+) -> list[str]:
+    """`file:line:col category` lines for ``f``; with ``suspects`` given, its suspect lines are added
+    there from the same reading. A text file is read a chunk at a time, twice: what all of it teaches
+    first, then the findings (as one scan of the whole text would report them)."""
+    sniffed = sniff(f)
+    if sniffed.encoding is None or mode == "card":
+        return _whole_file_findings(f, context, mode, suspects)
+    ctx = context or PrivacyContext()
+    det = Detector(ctx)
+    first = det.term_count
+    for chunk in text_chunks(f, sniffed):
+        det.learn_and_hit(chunk, (*ctx.terms, *det.new_terms(first)))
+    lines: list[str] = []
+    fresh = Detector(ctx) if suspects is not None else None  # suspects: the context's terms only
+    base = 0
+    for chunk in text_chunks(f, sniffed):
+        tmpl = template(chunk)
+        found = findings_of(chunk, det.hits(chunk, tmpl=tmpl))
+        lines += [f"{f}:{x.line + base}:{x.col} {x.describe()}" for x in found]
+        if suspects is not None:
+            sus = find_suspects(chunk, fresh, tmpl=tmpl)
+            suspects += [f"{f}:{x.line + base}:{x.col} {x.category}" for x in sus]
+        base += chunk.count("\n")
+    return lines
+
+
+def _whole_file_findings(
+    f: Path, context: PrivacyContext | None, mode: Mode, suspects: list[str] | None
+) -> list[str]:
+    """A file that is not text (searched byte for byte), or a card (its rules read the whole text)."""
     data = _read(f)
     dec = decode_bytes(data)
-    found = find_private(dec.text, context, mode=mode)
+    tmpl = template(dec.text)
+    found = find_private(dec.text, context, mode=mode, tmpl=tmpl)
     lines = [f"{f}:{x.line}:{x.col} {x.describe()}" for x in found]
+    if suspects is not None and dec.encoding is not None:
+        det = Detector(context or PrivacyContext())
+        suspects += [f"{f}:{x.line}:{x.col} {x.category}" for x in find_suspects(dec.text, det, tmpl=tmpl)]
     if dec.encoding is None and b"\x00" in data:  # UTF-16/32 without a BOM: NULs hide every value
         for codec in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
             text = data[: len(data) - len(data) % (4 if "32" in codec else 2)].decode(codec, "replace")
@@ -225,16 +301,21 @@ def _file_findings(f: Path, context: PrivacyContext | None, mode: Mode) -> list[
 
 
 def check_files(
-    paths: Sequence[str | os.PathLike[str]], context: PrivacyContext | None = None, *, mode: Mode = "log"
+    paths: Sequence[str | os.PathLike[str]],
+    context: PrivacyContext | None = None,
+    *,
+    mode: Mode = "log",
+    suspects: list[str] | None = None,
 ) -> list[str]:
     """`file:line:col category` for every private value in ``paths`` (folders are walked), and
-    `file:0:0 category (in the file name)` for one in a name under a given folder or of a given file."""
+    `file:0:0 category (in the file name)` for one in a name under a given folder or of a given file.
+    With ``suspects`` given, what `check_suspects` would say is added there (one reading per file)."""
     lines: list[str] = []
     for root, f in _expand_roots(paths):
         rel = f.relative_to(root) if root != f else Path(f.name)
         for cat in sorted({c for part in rel.parts for c in check_name(part, context)}):
             lines.append(f"{f}:0:0 {cat} (in the file name)")
-        lines += _file_findings(f, context, mode)
+        lines += _file_findings(f, context, mode, suspects)
     return lines
 
 
@@ -246,9 +327,13 @@ def check_suspects(
     det = Detector(context or PrivacyContext())
     out: list[str] = []
     for _, f in _expand_roots(paths):
-        dec = decode_bytes(_read(f))
-        if dec.encoding is not None:
-            out += [f"{f}:{x.line}:{x.col} {x.category}" for x in find_suspects(dec.text, det)]
+        sniffed = sniff(f)
+        if sniffed.encoding is None:
+            continue
+        base = 0
+        for chunk in text_chunks(f, sniffed):
+            out += [f"{f}:{x.line + base}:{x.col} {x.category}" for x in find_suspects(chunk, det)]
+            base += chunk.count("\n")
     return out
 
 
@@ -266,29 +351,37 @@ def _expand_roots(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, P
     return out
 
 
-def _write_atomic(dest: Path, data: bytes, mode_from: Path) -> None:
+def _scrub_one(scrubber: Scrubber, src: Path, dest: Path, sniffed: Sniffed) -> None:
+    """Scrub ``src`` into ``dest`` a chunk at a time through a temporary file (replaced atomically; an
+    in-place file nothing changed in is left as it is)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if (
+        sniffed.encoding is None
+    ):  # not text: cannot be rewritten safely; copy it and let the re-check judge it
+        if src != dest:
+            shutil.copyfile(src, dest)
+        return
+    markup = src.suffix.lower() in _MARKUP_SUFFIXES
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
+        changed = False
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode_from.exists():
-            os.chmod(tmp, mode_from.stat().st_mode & 0o777)
+            fh.write(sniffed.bom)
+            enc = codecs.getincrementalencoder(sniffed.encoding)()
+            for chunk in text_chunks(src, sniffed):
+                out = scrubber.scrub_text(chunk, markup=markup)
+                changed = changed or out != chunk
+                fh.write(enc.encode(out))
+            fh.write(enc.encode("", final=True))
+        if src == dest and not changed:
+            Path(tmp).unlink()
+            return
+        if src.exists():
+            os.chmod(tmp, src.stat().st_mode & 0o777)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _scrub_one(scrubber: Scrubber, src: Path, dest: Path, dec: Decoded) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dec.encoding is None:  # not text: cannot be rewritten safely; copy it and let the re-check judge it
-        if src != dest:
-            shutil.copyfile(src, dest)
-        return
-    out = scrubber.scrub_text(dec.text, markup=src.suffix.lower() in _MARKUP_SUFFIXES)
-    if src == dest and out == dec.text:
-        return
-    _write_atomic(dest, dec.bom + out.encode(dec.encoding), src)
 
 
 def scrub_files(
@@ -307,10 +400,12 @@ def scrub_files(
         raise UserError("scrub: pass exactly one of --out DIR or --in-place")
     sc = scrubber or Scrubber(context)
     roots = _expand_roots(paths)
-    for _, f in roots:  # read twice rather than hold every file in memory
-        dec = decode_bytes(_read(f))
-        if dec.encoding is not None:
-            sc.learn(dec.text)
+    how: dict[Path, Sniffed] = {}
+    for _, f in roots:  # read twice, a chunk at a time, rather than hold every file in memory
+        sniffed = how[f] = sniff(f)
+        if sniffed.encoding is not None:
+            for chunk in text_chunks(f, sniffed):
+                sc.learn(chunk)
     jobs: list[tuple[Path, Path]] = []
     for root, f in roots:
         base = root if root.is_dir() else root.parent
@@ -333,12 +428,12 @@ def scrub_files(
     report = ScrubReport(hosts_known=sc.context.hosts_known)
     written: list[Path] = []
     for src, dst in jobs:
-        dec = decode_bytes(_read(src))
-        if dec.encoding is None and out_dir is not None:
+        sniffed = how[src]
+        if sniffed.encoding is None and out_dir is not None:
             report.left_out.append(str(dst))  # its scrubbed name: where it would have gone
             continue
         try:
-            _scrub_one(sc, src, dst, dec)
+            _scrub_one(sc, src, dst, sniffed)
         except OSError as exc:
             where = f"--out {out_dir}" if out_dir is not None else "--in-place"
             raise UserError(
@@ -351,9 +446,9 @@ def scrub_files(
         written.append(dst)
     report.replaced = dict(sc.replaced)
     known = sc.known_context
-    report.leftovers = check_files(written, known)
-    if not known.hosts_known:
-        report.suspects = check_suspects(written, known)
+    suspects: list[str] | None = None if known.hosts_known else []
+    report.leftovers = check_files(written, known, suspects=suspects)
+    report.suspects = suspects or []
     return report
 
 

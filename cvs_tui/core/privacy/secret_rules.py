@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
-from cvs_tui.core.privacy.context import PLACEHOLDER
+from cvs_tui.core.privacy.placeholder import PLACEHOLDER
+from cvs_tui.core.privacy.screen import crosses_lines
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ def _load() -> tuple[SecretRule, ...]:
 
 
 RULES: tuple[SecretRule, ...] = _load()
+# a rule whose match can span lines (a PuTTY key body) sees the whole text; the others one line at a time
+WHOLE_TEXT_RULES: tuple[SecretRule, ...] = tuple(r for r in RULES if crosses_lines(r.pattern))
+LINE_RULES: tuple[SecretRule, ...] = tuple(r for r in RULES if r not in WHOLE_TEXT_RULES)
 
 _NOT_SECRET = frozenset(
     {"none", "null", "nil", "true", "false", "yes", "no", "on", "off", "undefined", "***"}
@@ -83,9 +87,11 @@ def _anchored(rule: SecretRule, text: str, low: str) -> Iterable[re.Match[str]]:
             yield m
 
 
-def secret_hits(text: str, low: str) -> Iterable[tuple[int, int, str, str, str]]:
+def secret_hits(
+    text: str, low: str, rules: Iterable[SecretRule] = RULES
+) -> Iterable[tuple[int, int, str, str, str]]:
     """(start, end, category, value, rule id) for every secret in ``text`` (``low`` is its lower case)."""
-    for rule in RULES:
+    for rule in rules:
         if not any(n in low for n in rule.needles):
             continue
         for m in _anchored(rule, text, low) if rule.anchors else _unanchored(rule, text):
@@ -103,3 +109,9 @@ def secret_hits(text: str, low: str) -> Iterable[tuple[int, int, str, str, str]]
 
 def _unanchored(rule: SecretRule, text: str) -> Iterable[re.Match[str]]:
     return rule.pattern.finditer(text)
+
+
+def holds_secret(value: str) -> bool:
+    """Whether a value (an environment variable's, a config value) holds a secret of any shape these
+    rules know: a value whose name does not say it is secret is masked all the same (audit 3 PW04)."""
+    return next(iter(secret_hits(value, value.lower())), None) is not None
