@@ -11,7 +11,7 @@ from cvs_tui.core.health.nvidia_smi import parse_nvidia_smi_q
 from cvs_tui.core.health.telemetry_notes import grouped_fields, telemetry_notes
 
 SMI = Path(__file__).parents[1] / "fixtures" / "smi"
-WHY = "(nvidia-smi answered N/A or Not Supported, or its driver does not know them)"
+WHY = "(GPU says N/A or Not Supported to nvidia-smi)"
 
 
 def test_rtx2080_notes_throttle_narrow_link_and_unreadable_families() -> None:
@@ -43,4 +43,28 @@ def test_fields_missing_on_some_gpus_name_them_and_a_partial_family_stays_whole(
     assert grouped_fields(["clocks_throttle_reasons.hw_slowdown", "remapped_rows.correctable"]) == [
         "clocks_throttle_reasons.hw_slowdown",
         "remapped_rows.correctable",
+    ]
+
+
+async def test_fields_an_older_driver_refuses_are_told_apart_from_the_gpus_answer(tmp_path: Path) -> None:
+    """The nvidia-smi stand-in (tests/fixtures/smi/nvidia-smi, replaying recorded output) playing a
+    driver that does not know ``remapped_rows.*``: the sampler asks without them, and the note says the
+    driver, not the GPU, is why."""
+    import shutil
+
+    from cvs_tui.core.health.telemetry import TelemetrySampler
+    from cvs_tui.core.runner.nodes.local import LocalTransport
+
+    d = tmp_path / "bin"
+    d.mkdir()
+    for f in SMI.iterdir():
+        if f.is_file() and f.name not in ("amd-smi", "rocm-smi"):
+            shutil.copy2(f, d / f.name)
+    (d / "unknown_fields").write_text("remapped_rows.\n")
+    s = TelemetrySampler(LocalTransport(), node=4, extra_path=(str(d),), tool="nvidia-smi")
+    samples = (await s.sample()).samples
+    assert samples[0].refused == ("remapped_rows.correctable", "remapped_rows.uncorrectable")
+    assert [n for n in telemetry_notes("node 4", "nvidia-smi", samples) if "not readable" in n] == [
+        f"not readable on node 4: retired_pages.* {WHY}",  # the recorded H100 answers these [N/A]
+        "not readable on node 4: remapped_rows.* (nvidia-smi of this driver does not know them)",
     ]

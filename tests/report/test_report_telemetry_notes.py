@@ -18,7 +18,7 @@ from cvs_tui.core.results import GpuSampleRecord, NodeHealthRecord, write_result
 
 SMI = Path(__file__).parents[1] / "fixtures" / "smi"
 HOST = "gpu-rack7-n02.cluster.example.net"
-WHY = "(nvidia-smi answered N/A or Not Supported, or its driver does not know them)"
+WHY = "(GPU says N/A or Not Supported to nvidia-smi)"
 LINES = [
     "node 2 GPU 1: clocks throttled (SW power cap)",
     "node 2 GPU 1: PCIe link 2.5 GT/s x8, below its maximum 8 GT/s x16",

@@ -76,4 +76,4 @@ def test_health_screen_prints_the_reports_telemetry_notes() -> None:
     text = out.export_text()
     assert "warning: node 2 GPU 1: clocks throttled (SW power cap)" in text
     assert "warning: node 2 GPU 1: PCIe link 2.5 GT/s x8, below its maximum 8 GT/s x16" in text
-    assert "warning: not readable on node 2: ecc.*, retired_pages.*, remapped_rows.* (nvidia-smi" in text
+    assert "warning: not readable on node 2: ecc.*, retired_pages.*, remapped_rows.* (GPU says N/A" in text

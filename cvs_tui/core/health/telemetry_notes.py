@@ -43,6 +43,8 @@ class SampleLike(Protocol):
     def throttle_reasons(self) -> Sequence[str] | None: ...
     @property
     def unreadable(self) -> Sequence[str]: ...
+    @property
+    def refused(self) -> Sequence[str]: ...
 
 
 def grouped_fields(fields: Sequence[str]) -> list[str]:
@@ -69,17 +71,22 @@ def _gpus(ids: Sequence[int]) -> str:
 
 
 def unreadable_notes(label: str, tool: str | None, samples: Sequence[SampleLike]) -> list[str]:
-    """``not readable on node 2: pcie.link.gen.max, remapped_rows.* (...)``: one line per set of
-    fields, naming the GPUs when not every GPU lacks them."""
-    by_set: dict[tuple[str, ...], list[int]] = {}
+    """``not readable on node 2: pcie.link.gen.max, remapped_rows.* (GPU says N/A or Not Supported)``:
+    one line per set of fields and why (the GPU's answer, or a driver that does not know the field),
+    naming the GPUs when not every GPU lacks them."""
+    name = tool or "the GPU tool"
+    whys = (f"GPU says N/A or Not Supported to {name}", f"{name} of this driver does not know them")
+    by_set: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     for s in samples:
-        if s.unreadable:
-            by_set.setdefault(tuple(grouped_fields(s.unreadable)), []).append(s.gpu)
-    why = f"{tool or 'the GPU tool'} answered N/A or Not Supported, or its driver does not know them"
+        refused = set(s.refused)
+        answered = [f for f in s.unreadable if f not in refused]
+        for why, fields in zip(whys, (answered, [f for f in s.unreadable if f in refused]), strict=True):
+            if fields:
+                by_set.setdefault((why, tuple(grouped_fields(fields))), []).append(s.gpu)
     out = []
-    for fields, ids in by_set.items():
+    for (why, names), ids in by_set.items():
         where = label if len(ids) == len(samples) else f"{label} {_gpus(ids)}"
-        out.append(f"not readable on {where}: {', '.join(fields)} ({why})")
+        out.append(f"not readable on {where}: {', '.join(names)} ({why})")
     return out
 
 
