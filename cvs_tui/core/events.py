@@ -430,6 +430,7 @@ class GpuSample:
     retired_pages: int | None = None  # pages retired for ECC errors (single + double bit)
     remapped_rows: int | None = None  # rows remapped for ECC errors (correctable + uncorrectable)
     unreadable: tuple[str, ...] = ()  # the tool's fields it answered N/A, Not Supported or did not know
+    refused: tuple[str, ...] = ()  # those of ``unreadable`` the driver did not know (never asked)
 
 
 @dataclass(frozen=True, slots=True)

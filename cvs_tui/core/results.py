@@ -252,6 +252,7 @@ class GpuSampleRecord(_Model):
     retired_pages: int | None = None
     remapped_rows: int | None = None
     unreadable: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)  # of unreadable: the fields the driver did not know
 
 
 class TelemetryPoint(_Model):

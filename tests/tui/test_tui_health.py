@@ -55,3 +55,25 @@ async def test_health_column_telemetry_and_health_screen(settle: Settle) -> None
         out.print(health_view(app.view, ascii_only=False))
         text = out.export_text()
         assert LINE in text and "amdgpu_reset" in text and "not checked" in text and f"{run} / 4" in text
+
+
+def test_health_screen_prints_the_reports_telemetry_notes() -> None:
+    """The recorded ``nvidia-smi -q`` output of an RTX 2080 (a test double for GPU hardware): its
+    throttling, narrow link and unreadable fields read on screen as report.html and summary.md say
+    them (tests/report/test_report_telemetry_notes.py)."""
+    from cvs_tui.core.health.nvidia_smi import parse_nvidia_smi_q
+    from cvs_tui.core.state import RunState
+
+    samples = tuple(parse_nvidia_smi_q((SMI.parent / "nvidia-smi-q-rtx2080.txt").read_text()))
+    view = RunState()
+    for ev in (
+        NodeHealthEvent(2, "node-c", HealthState.OK),
+        GpuTelemetryEvent(2, "node-c", "nvidia-smi", samples, at=CLOCK),
+    ):
+        view.apply(ev)
+    out = Console(width=400, record=True)
+    out.print(health_view(view, ascii_only=False))
+    text = out.export_text()
+    assert "warning: node 2 GPU 1: clocks throttled (SW power cap)" in text
+    assert "warning: node 2 GPU 1: PCIe link 2.5 GT/s x8, below its maximum 8 GT/s x16" in text
+    assert "warning: not readable on node 2: ecc.*, retired_pages.*, remapped_rows.* (GPU says N/A" in text

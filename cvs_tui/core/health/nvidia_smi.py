@@ -149,7 +149,9 @@ def nvidia_row_sample(cells: Mapping[str, str], unasked: Sequence[str] = ()) -> 
         retired_pages=row.count("retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count"),
         remapped_rows=row.count("remapped_rows.correctable", "remapped_rows.uncorrectable"),
     )
-    return dataclasses.replace(sample, unreadable=tuple(dict.fromkeys(row.unreadable)))
+    return dataclasses.replace(
+        sample, unreadable=tuple(dict.fromkeys(row.unreadable)), refused=tuple(dict.fromkeys(unasked))
+    )
 
 
 def parse_nvidia_smi_csv(

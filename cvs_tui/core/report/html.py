@@ -113,6 +113,7 @@ def render_html(results: Results, trend: Trend | None = None) -> str:
         .render(
             r=results,
             health_charts=health_charts,
+            health_notes=view.health_notes(results),
             charts=charts,
             tally=tally(results),
             passed=results.passed,

@@ -50,4 +50,5 @@ def render_markdown(results: Results, trend: Trend | None = None) -> str:
         icon=ICON,
         verdicts={run.key: view.run_verdicts(run) for run in results.runs},
         regressions=regression_lines(trend),
+        health_notes=view.health_notes(results),
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cvs_tui.core.health.telemetry_notes import telemetry_notes
 from cvs_tui.core.judge.format import format_number
 from cvs_tui.core.results import Environment, Results, RunRecord, VerdictRecord
 
@@ -124,6 +125,15 @@ def headline(results: Results, trend: Trend | None = None) -> list[HeadlineRow]:
                 c.trend = by_metric.get(m)
         rows.append(HeadlineRow(r.key, r.slug, r.status, r.outcome, cells))
     return rows
+
+
+def health_notes(results: Results) -> dict[int, list[str]]:
+    """Per node rank, what its latest GPU sample says as health notes (throttling, PCIe links below their
+    maximum, fields not readable), named by node index so ``--public`` output holds no host."""
+    return {
+        n.rank: telemetry_notes(f"node {n.rank}", n.telemetry_tool, n.telemetry_last)
+        for n in results.node_health
+    }
 
 
 def environment_rows(env: Environment) -> list[tuple[str, str]]:

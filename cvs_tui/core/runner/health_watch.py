@@ -104,6 +104,43 @@ def ecc_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
     return out
 
 
+def memory_repair_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
+    """Retired pages or remapped rows that rose since the node's previous sample, as warnings naming the
+    node and GPU. A warning, not a failure: NVIDIA's docs (NVML nvmlDeviceGetRemappedRows, "A pending
+    remapping won't affect future work on the GPU since error-containment and dynamic page blacklisting
+    will take care of that"; docs.nvidia.com/deploy/dynamic-page-retirement: Xid 63 "new retired page,
+    reload the driver to activate") say the GPU keeps working and is repaired at its next reset. The
+    uncorrectable error behind a double-bit retirement or an uncorrectable remap raises the volatile
+    uncorrectable ECC count too, and that rise is fatal (:func:`ecc_rises`); a remap or retirement that
+    failed (Xid 64) is logged by the driver and judged from the kernel log."""
+    before = {s.gpu: s for s in n.last}
+    out: list[HealthFinding] = []
+    for s in got.samples:
+        b = before.get(s.gpu)
+        if b is None:
+            continue
+        for kind, was, now in (
+            ("retired_pages", b.retired_pages, s.retired_pages),
+            ("remapped_rows", b.remapped_rows, s.remapped_rows),
+        ):
+            if was is not None and now is not None and now > was:
+                what = kind.replace("_", " ")
+                out.append(
+                    HealthFinding(
+                        node=n.rank,
+                        signature=f"{kind}_rise",
+                        severity=Severity.WARNING,
+                        line=f"{got.tool}: node {n.rank} GPU {s.gpu} {what} {was} -> {now} "
+                        "(repaired at the next GPU reset)",
+                        kernel_time=0.0,
+                        wall_time=got.at,
+                        host=n.host,
+                        detail=f"GPU {s.gpu} +{now - was}",
+                    )
+                )
+    return out
+
+
 def _any(values: Sequence[bool | None]) -> bool | None:
     xs = [v for v in values if v is not None]
     return any(xs) if xs else None
@@ -290,7 +327,7 @@ class HealthMonitor:
             if isinstance(got, TelemetryError):
                 n.telemetry_error = str(got)
                 continue
-            rises = ecc_rises(n, got) if n.last else []
+            rises = [*ecc_rises(n, got), *memory_repair_rises(n, got)] if n.last else []
             n.tool, n.telemetry_error, n.last = got.tool, "", got.samples
             if not n.first:
                 n.first = got.samples

@@ -1,5 +1,7 @@
-"""Node health: each node's state (ok / warn / FAIL / not checked, with why) and GPU telemetry, then
-every kernel-log finding with its kernel line, the run and step it fell in."""
+"""Node health: each node's state (ok / warn / FAIL / not checked, with why) and GPU telemetry, the
+telemetry notes of its latest sample (throttling, PCIe links below their maximum, fields not readable:
+the lines the reports print), then every kernel-log finding with its kernel line, the run and step it
+fell in."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from cvs_tui.core.events import Severity
+from cvs_tui.core.health.telemetry_notes import telemetry_notes
 from cvs_tui.core.state import RunState
 from cvs_tui.tui.screens.base import RunViewScreen
 from cvs_tui.tui.widgets.node_cells import health_cell, telemetry_text
@@ -46,6 +49,11 @@ def health_view(view: RunState, *, ascii_only: bool) -> Group:
         sig = f.signature + (f" ({f.detail})" if f.detail else "")
         findings.add_row(str(f.node), sev, sig, where, Text(f"[{f.kernel_time:.6f}] {f.line}"))
     parts: list[Table | Text] = [nodes if view.health else Text("node health not watched", style="dim")]
+    for rank in sorted(view.health):
+        got = view.health[rank].telemetry
+        if got is not None:
+            for line in telemetry_notes(f"node {rank}", got.tool, got.samples):
+                parts.append(Text(f"warning: {line}", style="yellow"))
     parts.append(findings if view.health_findings else Text("no kernel-log findings", style="dim"))
     if view.health_findings_dropped:
         parts.append(Text(f"{view.health_findings_dropped} more warning(s) not listed", style="dim"))
