@@ -31,6 +31,7 @@ from cvs_tui.core.events import (
     StepEvent,
     SuiteEndEvent,
 )
+from cvs_tui.core.health.telemetry_notes import telemetry_notes
 from cvs_tui.core.state import RunState, RunView
 from cvs_tui.core.textsafe import safe_event
 from cvs_tui.render.format import (
@@ -211,6 +212,11 @@ class ConsoleView:
     def final(self) -> None:
         out = self.console
         view = self.view
+        for rank in sorted(view.health):  # the health screen's and the reports' notes, the same lines
+            got = view.health[rank].telemetry
+            if got is not None:
+                for note in telemetry_notes(f"node {rank}", got.tool, got.samples):
+                    out.print(Text(f"warning: {note}", style="yellow"))
         for key in view.run_order:
             rv = view.runs[key]
             table = Table(

@@ -77,3 +77,23 @@ def test_health_screen_prints_the_reports_telemetry_notes() -> None:
     assert "warning: node 2 GPU 1: clocks throttled (SW power cap)" in text
     assert "warning: node 2 GPU 1: PCIe link 2.5 GT/s x8, below its maximum 8 GT/s x16" in text
     assert "warning: not readable on node 2: ecc.*, retired_pages.*, remapped_rows.* (GPU says N/A" in text
+
+
+def test_the_headless_console_ends_with_the_same_telemetry_notes() -> None:
+    """`--no-ui` prints the notes the health screen and the reports show, before the verdict tables."""
+    from cvs_tui.cli.console import ConsoleView
+    from cvs_tui.core.health.nvidia_smi import parse_nvidia_smi_q
+
+    samples = tuple(parse_nvidia_smi_q((SMI.parent / "nvidia-smi-q-rtx2080.txt").read_text()))
+    out = Console(width=400, record=True)
+    cv = ConsoleView(out)
+    for ev in (
+        NodeHealthEvent(2, "node-c", HealthState.OK),
+        GpuTelemetryEvent(2, "node-c", "nvidia-smi", samples, at=CLOCK),
+    ):
+        cv.handle(ev)
+    cv.final()
+    text = out.export_text()
+    assert "warning: node 2 GPU 1: clocks throttled (SW power cap)" in text
+    assert "warning: node 2 GPU 1: PCIe link 2.5 GT/s x8, below its maximum 8 GT/s x16" in text
+    assert "warning: not readable on node 2: ecc.*, retired_pages.*, remapped_rows.* (GPU says N/A" in text
