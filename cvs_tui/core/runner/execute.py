@@ -60,12 +60,15 @@ from cvs_tui.core.watch.ingest import (
     split_lines,
 )
 from cvs_tui.core.watch.options import RunOptions
-from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide
+from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide, next_deadline
 
 _EXIT_HINT = re.compile(r"(?<!\S)EXIT_CODE=-?\d+\s*$")  # a hint to read <log>.exit now, never the status
-TICK_S = 0.25  # how often the watchdog looks
+TICK_S = 0.25  # how often the watchdog looks (and at each rank's hang deadline, and when a rank fails)
+DEADLINE_SLACK_S = 0.001  # the shortest wait: a deadline the clock has just reached is looked at next
 EXIT_POLL_S = 1.0  # how often each running rank's <log>.exit is read
 STOP_WAIT_S = 20.0  # how long stopped ranks get to log their exit
+# a rank's state that may decide the run: the watchdog looks at once rather than at its next tick
+_LOOK_NOW = frozenset({NodeState.FAILED, NodeState.DONE, NodeState.UNREACHABLE})
 __all__ = ["WARNINGS_KEPT", "RankLog", "RunExecution"]
 
 
@@ -100,6 +103,7 @@ class RunExecution:
         self.active: list[int] = []
         self.local_error: str | None = None  # a write to the run folder failed: the run must stop
         self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
+        self._look_now = asyncio.Event()  # a rank failed, exited or was lost: the watchdog looks now
         # node health (set by the node_health stage): attribution windows, findings per run
         self.health_nodes: list[NodeHealth] | None = None
         self.windows: list[RunWindow] = []
@@ -178,7 +182,7 @@ class RunExecution:
         verdict: Verdict | None = None
         try:
             while True:
-                await asyncio.sleep(TICK_S)
+                await self._until_next_look(watches, hunting=verdict is None)
                 broken = self._broken(readers, poller)
                 if broken is not None and (verdict is None or verdict.outcome is not RunOutcome.FAILED):
                     verdict = Verdict(RunOutcome.FAILED, broken, None, self.clock())
@@ -202,6 +206,18 @@ class RunExecution:
                 with contextlib.suppress(NodeLost, OSError):
                     r.ending = read_ending(await job.scheduler_lines(r.watch.rank))
         return verdict or Verdict(RunOutcome.COMPLETE, "", None, self.clock())
+
+    async def _until_next_look(self, watches: Sequence[NodeWatch], *, hunting: bool) -> None:
+        """Sleep ``TICK_S``, less when a rank's hang budget runs out sooner (``hunting``: no failure yet;
+        the hang is called at its budget, not at the next look after it), or until a rank failed, exited
+        or was lost."""
+        wait = TICK_S
+        due = next_deadline(watches, self.opt) if hunting else None
+        if due is not None:
+            wait = min(wait, max(due - self.clock(), DEADLINE_SLACK_S))
+        self._look_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._look_now.wait(), wait)
 
     def _broken(self, readers: Sequence[asyncio.Task[None]], poller: asyncio.Task[None]) -> str | None:
         """Why the run cannot be followed any more (the run folder cannot be written, a reader died)."""
@@ -421,5 +437,7 @@ class RunExecution:
             rec.verdicts.append(straggler_verdict(cause))
 
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
+        if st in _LOOK_NOW:
+            self._look_now.set()
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
         self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=self.clock()))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -162,38 +162,66 @@ def first_failure(watches: Sequence[NodeWatch]) -> tuple[int, str] | None:
 def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tuple[int, str] | None:
     """(rank, reason) of the running rank past its no-progress limit that went silent first (the others
     of a synchronous run stop a step after it, waiting for it); None if none is past its limit."""
-    open_sections = [w for w in watches if w.section is not None and not w.done]
-    # a section that ended on any rank restarts every rank's training budget (they waited for it)
-    ended = max((w.section_ended for w in watches), default=0.0)
     hung: list[tuple[float, int, str]] = []
+    for w, (at, what) in _deadlines(watches, opt):
+        if now < at:
+            continue
+        silent = now - max(w.last_progress, _ended(watches))
+        hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what(now))))
+    if not hung:
+        return None
+    _, rank, reason = min(hung)
+    return rank, reason
+
+
+def next_deadline(watches: Sequence[NodeWatch], opt: RunOptions) -> float | None:
+    """When the first running rank will be past its no-progress limit if no line comes before (the
+    caller wakes then, so a hang is called at its budget, not at the next look); None: no rank runs."""
+    return min((at for _, (at, _what) in _deadlines(watches, opt)), default=None)
+
+
+def _ended(watches: Sequence[NodeWatch]) -> float:
+    # a section that ended on any rank restarts every rank's training budget (they waited for it)
+    return max((w.section_ended for w in watches), default=0.0)
+
+
+def _deadlines(
+    watches: Sequence[NodeWatch], opt: RunOptions
+) -> list[tuple[NodeWatch, tuple[float, Callable[[float], str]]]]:
+    """Each running rank with the time its silence becomes a hang and what it was waiting for then:
+    one rule for :func:`find_hang` (is it past?) and :func:`next_deadline` (when will it be?)."""
+    open_sections = [w for w in watches if w.section is not None and not w.done]
+    ended = _ended(watches)
+    out: list[tuple[NodeWatch, tuple[float, Callable[[float], str]]]] = []
     for w in watches:
         if w.exit_code is not None:
             continue
-        silent = now - max(w.last_progress, ended)
+        base = max(w.last_progress, ended)
         if w.steps_seen == 0:
             limit, what = opt.compile_allowance_s, "the first step (compile allowance)"
         else:
             limit = train_limit(w, opt)
             what = f"the next step ({opt.hang_factor:g} x p95 step time, at least {opt.hang_min_s:g} s)"
-        if silent < limit:
-            continue
         cover = _covering(w, open_sections)
         if cover is None:
-            what += "" if w.steps_seen == 0 else " while training"
-        else:
-            kind, since = cover
-            budget = max(limit, section_budget(kind, watches, opt))
-            if now - since < budget:
-                continue
-            what = (
+            told = what + ("" if w.steps_seen == 0 else " while training")
+
+            def training(_now: float, told: str = told) -> str:
+                return told
+
+            out.append((w, (base + limit, training)))
+            continue
+        kind, since = cover
+        budget = max(limit, section_budget(kind, watches, opt))
+
+        def in_section(now: float, kind: Section = kind, since: float = since, budget: float = budget) -> str:
+            return (
                 f"the end of the {kind} announced {now - since:.0f} s ago ({opt.section_factor:g} x the "
                 f"longest {kind} so far, at least {opt.section_min_s:g} s: {budget:.0f} s)"
             )
-        hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what)))
-    if not hung:
-        return None
-    _, rank, reason = min(hung)
-    return rank, reason
+
+        out.append((w, (max(base + limit, since + budget), in_section)))
+    return out
 
 
 def train_limit(w: NodeWatch, opt: RunOptions) -> float:
