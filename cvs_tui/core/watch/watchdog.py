@@ -51,6 +51,7 @@ class NodeWatch:
     fatal_line: int | None = None
     fatal_reason: str | None = None  # a fatal from outside the log (a kernel-log health finding)
     lost: str | None = None  # why its node became unreachable
+    link_down: tuple[float, str] | None = None  # since when and why its launcher cannot reach it now
     steps_seen: int = 0
     # the latest step times, all the hang rule reads (a long run must not keep every one)
     step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=P95_WINDOW))
@@ -97,6 +98,13 @@ class NodeWatch:
     def on_external_fatal(self, reason: str, now: float) -> None:
         """A fatal seen beside the log (the node's kernel log): the same path as a fatal log line."""
         self.first_fatal_at, self.fatal_reason = now, reason
+
+    def on_link(self, down: str | None, now: float) -> None:
+        """What the launcher says of the rank's node now: ``down`` is why it cannot be reached, or None."""
+        if down is None:
+            self.link_down = None
+        else:
+            self.link_down = (self.link_down[0] if self.link_down else now, down)
 
     @property
     def done(self) -> bool:
@@ -159,13 +167,22 @@ def first_failure(watches: Sequence[NodeWatch]) -> tuple[int, str] | None:
     return rank, reason
 
 
+def lost_reason(w: NodeWatch, now: float, opt: RunOptions) -> str | None:
+    """Why ``w``'s node is lost, once its launcher could not reach it for ``lost_after_s``; None before
+    (a dropped connection that comes back within it is a blip: the stream resumes at its offset)."""
+    if w.done or w.link_down is None or now - w.link_down[0] < opt.lost_after_s:
+        return None
+    since, why = w.link_down
+    return f"{why}; not reachable for {now - since:.0f} s"
+
+
 def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tuple[int, str] | None:
     """(rank, reason) of the running rank past its no-progress limit that went silent first (the others
     of a synchronous run stop a step after it, waiting for it); None if none is past its limit."""
     hung: list[tuple[float, int, str]] = []
     for w, (at, what) in _deadlines(watches, opt):
-        if now < at:
-            continue
+        if now < at or w.link_down is not None:
+            continue  # a node that cannot be reached is not hung: it is lost once that lasts
         silent = now - max(w.last_progress, _ended(watches))
         hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what(now))))
     if not hung:

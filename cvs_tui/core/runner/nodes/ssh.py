@@ -44,6 +44,10 @@ from cvs_tui.core.transport import (
 )
 
 log = logging.getLogger(__name__)
+# A node that answers no keepalive for KEEPALIVE_S x KEEPALIVE_COUNT seconds has dropped its connection
+# (before: 15 s x 3, longer than a hang budget's floor, so a lost node was called hung first)
+KEEPALIVE_S = 5.0
+KEEPALIVE_COUNT = 3
 
 
 class _SSHProcess:
@@ -152,8 +156,8 @@ class SSHTransport:
         verify_host_keys: bool = True,
         ssh_config: list[str] | None = None,
         connect_timeout: float = 10.0,
-        keepalive_interval: float = 15.0,
-        keepalive_count_max: int = 3,
+        keepalive_interval: float = KEEPALIVE_S,
+        keepalive_count_max: int = KEEPALIVE_COUNT,
         max_channels: int = 8,
         backoff: Backoff | None = None,
         name: str | None = None,

@@ -62,6 +62,7 @@ class SlurmJob:
             for r in range(step.ranks)
         ]
         self._cancelled = False
+        self.down: dict[int, str] = {}  # rank -> why Slurm says its node is down (see link_down)
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         """That rank's log bytes from offset 0, live, byte-identical (a lost node shows as no progress)."""
@@ -75,6 +76,9 @@ class SlurmJob:
 
     async def exit_status(self, rank: int) -> int | None:
         return await self.step.exit_status(rank)
+
+    def link_down(self, rank: int) -> str | None:
+        return self.down.get(rank)
 
     async def scheduler_lines(self, rank: int) -> list[str]:
         """The last lines of the step's stderr on that rank's node (``node%n.out``: slurmstepd's
