@@ -444,9 +444,15 @@ class RunExecution:
                     f"(the first {WARNINGS_KEPT} are)"
                 )
         root = verdict.root
-        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
-            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
-            # codes), so the watchdog's root cause and reason stand
+        rw = ranks[root].watch if root is not None and root < len(ranks) else None
+        lost = rw is not None and bool(rw.lost) and rw.exit_code is None
+        if (
+            rw is not None
+            and verdict.outcome is RunOutcome.FAILED
+            and (rw.fatal_reason == verdict.reason or lost)
+        ):
+            # a kernel-log finding or a lost node failed the run: the judge sees only the logs (the
+            # victims' TERM exit codes), so the watchdog's root cause and reason stand
             rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
             rec.reason, rec.root_cause_node = verdict.reason, root
         self._name_straggler(rec)

@@ -113,8 +113,10 @@ class OpenSSHProcess:
         cmd: str,
         on_unusable: Callable[[str], None],
         on_closed: Callable[[], None],
+        keepalive: tuple[float, int] | None = None,
     ) -> None:
         self._name = name
+        self._keepalive = keepalive  # (interval s, count): what a keepalive timeout waited for
         self._on_closed = on_closed
         self._proc = proc
         self._cmd = cmd
@@ -134,7 +136,11 @@ class OpenSSHProcess:
             reason = why[-1] if why else "ssh exited 255"
             if not self._got:
                 self._on_unusable(reason)
-            raise ConnectionLostError(f"{self._name}: connection lost (ssh: {reason})")
+            what = "connection lost"
+            if self._keepalive is not None and reason.startswith("Timeout, server"):
+                every, count = self._keepalive
+                what += f": no answer to {count} keepalives {every:g} s apart"
+            raise ConnectionLostError(f"{self._name}: {what} (ssh: {reason})")
         return b""
 
     async def read_stderr(self) -> bytes:

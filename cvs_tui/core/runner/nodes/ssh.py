@@ -400,7 +400,14 @@ class SSHTransport:
         self.follow_client = "ssh"
         self.stream_pids.add(proc.pid)
         return openssh.OpenSSHProcess(
-            self.name, proc, cmd, self._openssh_failed, lambda: self.stream_pids.discard(proc.pid)
+            self.name,
+            proc,
+            cmd,
+            self._openssh_failed,
+            lambda: self.stream_pids.discard(proc.pid),
+            keepalive=(self.keepalive_interval, self.keepalive_count_max)
+            if self.keepalive_interval > 0
+            else None,
         )
 
     def _openssh_failed(self, reason: str) -> None:
