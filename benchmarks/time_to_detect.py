@@ -78,6 +78,8 @@ STEP_S = 0.25
 FAULT_STEP = 20
 STALL_S = 20  # the stall injected inside step FAULT_STEP
 STALL_GATE_S = 5.0  # training.longest_stall_seconds: max
+STALL_METRIC = "training.longest_stall_seconds"
+DETECT_LIMIT_S = 240.0  # a fault not called by then is reported as not detected (the run is stopped)
 QUOTA_PCT = 10  # the slow node's CPU quota: low enough to bind on this shared, busy 2-core machine
 SMI = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "smi"
 MARK = 'F="$(dirname "$0")/../fault.$RANK"\n'
@@ -107,6 +109,7 @@ class Outcome:
     last_line_at: float | None = None  # rank 1's last log line before it was marked, as it arrived
     node_at: float | None = None
     node_state: str = ""
+    node_detail: str = ""
     verdict_at: float | None = None
     end_at: float | None = None
     outcome: str = ""
@@ -202,7 +205,7 @@ def _setup(tmp: Path, kind: str, launcher: str) -> Bench:
         th = json.loads(th_path.read_text())
         for cell in th.values():
             if isinstance(cell, dict):
-                cell["training.longest_stall_seconds"] = {"kind": "max", "value": STALL_GATE_S}
+                cell[STALL_METRIC] = {"kind": "max", "value": STALL_GATE_S}
         th_path.write_text(json.dumps(th, indent=2))
     if kind == "ecc":
         tools = b.root / "smi"
@@ -325,7 +328,13 @@ async def _one(kind: str, tmp: Path, launcher: str = "ssh") -> Outcome:
         elif kind == "slow":
             stack.enter_context(_cpu_quota(_pgid(b, 1), QUOTA_PCT))
             out.fault_at = time.time()
-        await asyncio.wait_for(task, 900)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 900 if kind in ("clean", "slow") else DETECT_LIMIT_S)
+        except TimeoutError:
+            out.outcome = f"not detected in {DETECT_LIMIT_S:.0f} s"
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
     finally:
         if frozen:
             with contextlib.suppress(Exception):
@@ -344,15 +353,19 @@ async def _one(kind: str, tmp: Path, launcher: str = "ssh") -> Outcome:
         if isinstance(ev, LogLinesEvent) and ev.node == 1 and out.node_at is None:
             out.last_line_at = t
         if isinstance(ev, NodeStatusEvent) and ev.node == 1 and ev.state in bad and out.node_at is None:
-            out.node_at, out.node_state = t, ev.state.value
+            out.node_at, out.node_state, out.node_detail = t, ev.state.value, ev.detail
         stage = isinstance(ev, StageEvent) and ev.stage.startswith("run:") and out.verdict_at is None
         if stage and (ev.state is StageState.FAILED or "failing" in ev.detail):  # type: ignore[union-attr]
             out.verdict_at = t  # the verdict (or the run failing, for a stall), as soon as it is known
-        if isinstance(ev, RunEndEvent):
+        if isinstance(ev, RunEndEvent) and not out.outcome.startswith("not detected"):
             out.end_at, out.outcome, out.reason = t, ev.outcome.value, ev.reason
     rec = b.setup.run_record()
     out.straggler = rec.get("straggler_cause")
     out.status = rec.get("status", "")
+    if kind == "stall":  # the judged verdict on the gate, to set beside the live one
+        out.reason = next(
+            (v.get("message", "") for v in rec.get("verdicts", []) if v.get("metric") == STALL_METRIC), ""
+        )
     if launcher == "ssh":
         remove_scratch_tree(b.setup)
     return out
@@ -395,6 +408,7 @@ def matrix(kinds: list[str], repeat: int, launcher: str) -> None:
                 what = f"straggler node {sc['node']}: {sc['cause']}" if sc else "no straggler named"
             elif kind == "stall":
                 what += f", judged {o.status or '?'}"
+                print(f"    live: {o.node_detail}\n    judged: {o.reason}", flush=True)
             called.append(what)
             print(
                 f"  {launcher} {kind} #{i + 1}: node {_s(o.node_at, o.fault_at)} "
