@@ -35,7 +35,8 @@ NodeStatusEvent), to the run's verdict (the run stage marked failed, or failing 
 run's end (RunEndEvent), what was called, and for a hang the time from rank 1's last line's arrival to
 the node marked hung (the budget counts from there). ``clean`` runs clean two-node runs back to back
 for the given minutes (400 steps of 0.25 s, each logging its measured wall time) and counts false
-alarms: any run not complete, any straggler named.
+alarms: any run not complete, any node marked failed, hung, lost or stalled (the clean runs carry the
+stall gate too), any straggler named.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class Outcome:
     reason: str = ""
     straggler: dict[str, Any] | None = None
     status: str = ""  # the judged record's PASS/FAIL
+    marked: list[str] = field(default_factory=list)  # every node marked failed/hung/lost/stalled
     events: list[tuple[float, RunEvent]] = field(default_factory=list)
 
 
@@ -200,7 +202,7 @@ def _setup(tmp: Path, kind: str, launcher: str) -> Bench:
         cfg["gpu_name"] = "mi300x"  # telemetry is off for CPU configs
         cfg["train_params"]["maxtext_config"]["hardware"] = "gpu"
     b.config.write_text(json.dumps(cfg, indent=2))
-    if kind == "stall":
+    if kind in ("stall", "clean"):  # clean runs carry the gate too: a live stall call there is an alarm
         th_path = b.config.with_name(cfg["threshold_json"])
         th = json.loads(th_path.read_text())
         for cell in th.values():
@@ -350,6 +352,8 @@ async def _one(kind: str, tmp: Path, launcher: str = "ssh") -> Outcome:
         out.fault_at = float(stamp.read_text()) if stamp.exists() else None
     bad = {NodeState.FAILED, NodeState.HUNG, NodeState.UNREACHABLE, NodeState.STALLED}
     for t, ev in out.events:
+        if isinstance(ev, NodeStatusEvent) and ev.state in bad:
+            out.marked.append(f"node {ev.node} {ev.state.value}: {ev.detail[:150]}")
         if isinstance(ev, LogLinesEvent) and ev.node == 1 and out.node_at is None:
             out.last_line_at = t
         if isinstance(ev, NodeStatusEvent) and ev.node == 1 and ev.state in bad and out.node_at is None:
@@ -446,10 +450,11 @@ def clean(minutes: float, launcher: str) -> None:
         runs += 1
         started = next((t for t, e in o.events if type(e).__name__ == "RunStartEvent"), t0)
         seconds += (o.end_at or time.time()) - started
-        alarm = o.outcome != "complete" or o.straggler is not None
+        alarm = o.outcome != "complete" or o.straggler is not None or bool(o.marked)
         alarms += alarm
         print(
-            f"  clean #{runs}: {o.outcome} {'ALARM ' + o.reason[:200] if alarm else ''}"
+            f"  {launcher} clean #{runs}: {o.outcome} {'ALARM ' + o.reason[:200] if alarm else ''}"
+            f"{' marked ' + '; '.join(o.marked) if o.marked else ''}"
             f"{' straggler ' + json.dumps(o.straggler) if o.straggler else ''}",
             flush=True,
         )
