@@ -23,6 +23,7 @@ timed on this machine's clock (the nodes share it):
 - lost node: SSH: node 1 is a private sshd on 198.18.77.x whose address is removed from `lo`; Slurm:
   node 2's slurmstepd of the run's step is killed (-9) and rank 1's trainer frozen (SIGSTOP), which
   Slurm does not notice (srun waits);
+- step cancelled (Slurm only): ``scancel J.S`` of the run's job step from outside;
 - rising ECC: the recorded amd-smi output (tests/fixtures/smi, a replay of hardware this machine lacks)
   starts returning a rising uncorrectable ECC total;
 - slow node: rank 1's trainer (CPU-bound steps here, each logging its own wall time) is put under a
@@ -150,7 +151,7 @@ def _body(kind: str) -> str:
             + f"timed_steps {FAULT_STEP} {FAULT_STEP + 1} sleep\nSLEEP={STEP_S}\n"
             + f"timed_steps {FAULT_STEP + 1} {FAULT_STEP + 40} sleep\nexit 0\n"
         )
-    if kind in ("hang", "kernel", "lost", "ecc"):
+    if kind in ("hang", "kernel", "lost", "ecc", "cancel"):
         return "header\nsteps 0 100000\n"
     if kind == "clean":
         return TIMED + "header\ntimed_steps 0 400 sleep\nexit 0\n"
@@ -317,6 +318,12 @@ async def _one(kind: str, tmp: Path, launcher: str = "ssh") -> Outcome:
 
             tag = nonce()
             out.fault_at = inject(f"amdgpu 0000:08:00.0: amdgpu: GPU reset begin! {tag}")
+        elif kind == "cancel":  # Slurm: the run's job step cancelled from outside
+            from _slurm_infra import slurm
+
+            step = (b.out / "slurm" / SLUG / "node1.slurm").read_text().split()[1]
+            slurm().cmd("scancel", step)
+            out.fault_at = time.time()
         elif kind == "lost" and launcher == "slurm":
             _lose_slurm_node(b)
             frozen = True
