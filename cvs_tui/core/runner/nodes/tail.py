@@ -110,6 +110,7 @@ class LogTailer:
         # why the node cannot be followed now (its stream dropped and it has not answered since), None
         # while it can: the watchdog calls a node lost when this lasts (watchdog.lost_reason)
         self.down: str | None = None
+        self._first_down = ""
         self.probe_timeout = probe_timeout
         self._stop = asyncio.Event()
         self._reading: asyncio.Task[object] | None = None  # the task waiting in a follow read
@@ -155,7 +156,10 @@ class LogTailer:
             except (ConnectionLostError, ConnectError, CommandError, CommandTimeout) as exc:
                 # CommandError: tail itself stopped (e.g. the node's shell was killed); resume the same way.
                 if not isinstance(exc, CommandError) or self.down is not None:
-                    self.down = _why(exc, self.transport.name)
+                    why = _why(exc, self.transport.name)
+                    # what was lost first, and what the latest attempt to get it back met
+                    first = self._first_down = self._first_down if self.down is not None else why
+                    self.down = first if why == first else f"{first}; then {why}"
                 if failures >= len(delays):
                     raise ConnectError(
                         f"{self.transport.name}: gave up following {self.path} after "
