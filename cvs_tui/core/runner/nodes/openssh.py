@@ -44,7 +44,9 @@ def openssh_argv(t: SSHTransport, remote_cmd: str, ssh: str | None) -> list[str]
     would reach it, or None where the client cannot be told the same (see the module docstring)."""
     if ssh is None or t.password_set or (t.ssh_config is not None and len(t.ssh_config) != 1):
         return None
-    argv = [ssh, "-T", "-n", "-a", "-x", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    # LogLevel INFO: why a connection ended ("Timeout, server HOST not responding.", "Connection to
+    # HOST closed by remote host.") is logged at INFO; a few lines per connection, read when ssh exits
+    argv = [ssh, "-T", "-n", "-a", "-x", "-o", "BatchMode=yes", "-o", "LogLevel=INFO"]
     argv += ["-o", "ControlMaster=no"]  # never leave a shared master process behind
     argv += ["-o", f"ConnectTimeout={max(1, round(t.connect_timeout))}"]
     if t.keepalive_interval > 0:
