@@ -378,6 +378,11 @@ async def _one(kind: str, tmp: Path, launcher: str = "ssh") -> Outcome:
             (v.get("message", "") for v in rec.get("verdicts", []) if v.get("metric") == STALL_METRIC), ""
         )
     if launcher == "ssh":
+        from _fault_infra import left_running
+
+        for line in left_running(b.setup):  # the lost node's trainer outlived a network cvs-tui lost
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
         remove_scratch_tree(b.setup)
     return out
 
