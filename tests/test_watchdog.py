@@ -201,3 +201,15 @@ def test_a_connection_that_comes_back_is_not_lost() -> None:
     ws[1].on_link("connection lost (ssh: Connection reset)", T0 + 10.0)
     assert lost_reason(ws[1], T0 + 20.0, OPT) is None  # down again only since T0 + 10
     assert lost_reason(ws[1], T0 + 25.0, OPT) is not None
+
+
+def test_an_unreachable_or_lost_rank_sets_no_hang_deadline() -> None:
+    """The watch loop sleeps until the next deadline: one already past that can never be called
+    (the rank is unreachable, or lost) would wake it without pause."""
+    ws = _watches()
+    _train(ws[0], 10, 0.25, T0)
+    _train(ws[1], 10, 0.25, T0 + 5.0)
+    ws[0].on_link("connection lost (ssh: Connection reset)", T0 + 1.0)
+    assert next_deadline(ws, OPT) == T0 + 5.0 + 30.0
+    ws[1].lost = "gave up"
+    assert next_deadline(ws, OPT) is None

@@ -181,8 +181,8 @@ def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tupl
     of a synchronous run stop a step after it, waiting for it); None if none is past its limit."""
     hung: list[tuple[float, int, str]] = []
     for w, (at, what) in _deadlines(watches, opt):
-        if now < at or w.link_down is not None:
-            continue  # a node that cannot be reached is not hung: it is lost once that lasts
+        if now < at:
+            continue
         silent = now - max(w.last_progress, _ended(watches))
         hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what(now))))
     if not hung:
@@ -211,8 +211,8 @@ def _deadlines(
     ended = _ended(watches)
     out: list[tuple[NodeWatch, tuple[float, Callable[[float], str]]]] = []
     for w in watches:
-        if w.exit_code is not None:
-            continue
+        if w.done or w.link_down is not None:
+            continue  # a node that cannot be reached is not hung: it is lost once that lasts
         base = max(w.last_progress, ended)
         if w.steps_seen == 0:
             limit, what = opt.compile_allowance_s, "the first step (compile allowance)"
