@@ -196,6 +196,9 @@ def test_a_node_that_stays_unreachable_is_not_reported_clean(tmp_path: Path) -> 
             assert not passed
             rec = s.run_record()
             assert rec["status"] == "FAIL" and "node 1" in rec["reason"], rec["reason"]
+            # named lost, in the transport's words, not hung: the hang budget (60 s) is longer than
+            # the keepalives (5 s x 3) and lost_after_s (15 s) together
+            assert rec["outcome"] == "failed" and f"node 1 ({addr}) lost: " in rec["reason"], rec["reason"]
             td = s.stage("teardown")
             assert td["state"] == "failed" and "node 1" in td["detail"], td
             copied, own = s.copied_log(1).read_bytes(), s.node_log(1).read_bytes()

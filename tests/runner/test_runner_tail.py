@@ -181,6 +181,9 @@ async def test_stop_while_waiting_for_the_node() -> None:
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0.5)
+    # while it waits, the node counts as unreachable, in the transport's words (the watchdog's input)
+    assert tailer.down is not None and "cannot connect" in tailer.down, tailer.down
+    assert not tailer.down.startswith(t.name)  # the caller names the node
     tailer.stop()
     await asyncio.wait_for(task, 5)  # ends cleanly instead of sleeping through the backoff
 

@@ -16,6 +16,8 @@ from cvs_tui.core.watch.watchdog import (
     decide,
     find_hang,
     first_failure,
+    lost_reason,
+    next_deadline,
     p95,
 )
 
@@ -159,3 +161,55 @@ def test_all_exited_non_zero_without_an_earlier_look_leaves_it_to_the_judge() ->
     ws = _watches()
     ws[0].exit_code, ws[1].exit_code = 0, 1
     assert decide(ws, T0 + 1.0, OPT, None) == (None, True)
+
+
+# -- the hang deadline, a lost node ---------------------------------------------------------------------
+def test_the_hang_is_due_at_the_budget_from_the_last_line_not_at_a_later_look() -> None:
+    ws = _watches()
+    _train(ws[0], 10, 0.25, T0 + 3.1)
+    _train(ws[1], 10, 0.25, T0 + 3.0)
+    due = next_deadline(ws, OPT)
+    assert due == T0 + 3.0 + 30.0  # hang_min_s after rank 1's last step arrived
+    assert find_hang(ws, due - 1e-6, OPT) is None
+    hung = find_hang(ws, due, OPT)
+    assert hung is not None and hung[0] == 1
+
+
+def test_no_deadline_once_every_rank_exited() -> None:
+    ws = _watches()
+    ws[0].exit_code = ws[1].exit_code = 0
+    assert next_deadline(ws, OPT) is None
+
+
+def test_a_node_its_launcher_cannot_reach_is_lost_after_lost_after_s_not_hung() -> None:
+    ws = _watches()
+    _train(ws[1], 10, 0.25, T0)
+    ws[1].on_link("connection lost (ssh: Timeout, server not responding)", T0 + 20.0)
+    ws[1].on_link("connection lost (ssh: Timeout, server not responding)", T0 + 30.0)  # still since 20
+    assert lost_reason(ws[1], T0 + 34.9, OPT) is None
+    assert lost_reason(ws[1], T0 + 35.0, OPT) == (
+        "connection lost (ssh: Timeout, server not responding); not reachable for 15 s"
+    )
+    # past its hang budget while unreachable: never called hung (it is lost once that lasts)
+    assert find_hang([ws[1]], T0 + 31.0, OPT) is None
+
+
+def test_a_connection_that_comes_back_is_not_lost() -> None:
+    ws = _watches()
+    ws[1].on_link("connection lost (ssh: Connection reset)", T0)
+    ws[1].on_link(None, T0 + 5.0)
+    ws[1].on_link("connection lost (ssh: Connection reset)", T0 + 10.0)
+    assert lost_reason(ws[1], T0 + 20.0, OPT) is None  # down again only since T0 + 10
+    assert lost_reason(ws[1], T0 + 25.0, OPT) is not None
+
+
+def test_an_unreachable_or_lost_rank_sets_no_hang_deadline() -> None:
+    """The watch loop sleeps until the next deadline: one already past that can never be called
+    (the rank is unreachable, or lost) would wake it without pause."""
+    ws = _watches()
+    _train(ws[0], 10, 0.25, T0)
+    _train(ws[1], 10, 0.25, T0 + 5.0)
+    ws[0].on_link("connection lost (ssh: Connection reset)", T0 + 1.0)
+    assert next_deadline(ws, OPT) == T0 + 5.0 + 30.0
+    ws[1].lost = "gave up"
+    assert next_deadline(ws, OPT) is None

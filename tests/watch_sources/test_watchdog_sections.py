@@ -17,7 +17,7 @@ from cvs_tui.core.parse import NodeLogParser
 from cvs_tui.core.watch.ingest import RankLog, feed_rank
 from cvs_tui.core.watch.options import RunOptions
 from cvs_tui.core.watch.sections import Section, line_section
-from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide
+from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide, next_deadline
 
 TICK = 0.25  # the live watchdog's look interval (execute.TICK_S)
 STEP_S = 0.25
@@ -57,9 +57,14 @@ class Run:
         )
 
     def advance(self, seconds: float) -> None:
+        """Looks as the live loop does: every TICK, and at the first rank's hang deadline if sooner."""
         end = self.now + seconds
-        while self.now + TICK <= end + 1e-9:
-            self.now += TICK
+        while True:
+            due = next_deadline([r.watch for r in self.ranks], self.opt) if self.verdict is None else None
+            look = self.now + TICK if due is None else min(self.now + TICK, max(due, self.now))
+            if look > end + 1e-9:
+                break
+            self.now = look
             if self.verdict is None:
                 verdict, _ = decide([r.watch for r in self.ranks], self.now, self.opt, None)
                 if verdict is not None:
@@ -80,12 +85,13 @@ def test_a_rank_silent_at_a_quarter_second_per_step_is_hung_within_60_s_of_its_l
     run = Run(tmp_path)
     _train(run, 1, 400)
     silent_from = run.now  # rank 1 stops (SIGSTOP); rank 0 logs one more step, then waits in a collective
-    run.advance(STEP_S)
+    run.advance(0.1)
     run.feed(0, _step(401))
     run.advance(120.0)
     assert run.verdict is not None and run.verdict_at is not None
     assert run.verdict.outcome is RunOutcome.HUNG and run.verdict.root == 1
-    assert run.verdict_at - silent_from <= 60.0, run.verdict_at - silent_from
+    # called at the budget from its last line's arrival, not at the next 0.25 s look after it
+    assert run.verdict_at - silent_from == 60.0, run.verdict_at - silent_from
     reason = run.verdict.reason
     assert reason.startswith("node 1 (node-1): no progress for 60 s waiting for the next step")
     assert "(3 x p95 step time, at least 60 s) while training" in reason

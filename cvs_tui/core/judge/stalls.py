@@ -79,6 +79,7 @@ __all__ = [
     "attribute",
     "place_stall",
     "run_stalls",
+    "stall_limit",
     "stream_stalls",
 ]
 
@@ -164,6 +165,12 @@ class StallReport:
             for s in self.stalls
             if s.source == "seconds"
         }
+
+
+def stall_limit(median_s: float, spread_s: float) -> float:
+    """``T``: a judged step slower than this is a stall (see the module docstring); ``spread_s`` is
+    1.4826 x the MAD of the judged seconds."""
+    return max(median_s + STALL_MAD_K * spread_s, STALL_RATIO * median_s, median_s + STALL_MIN_EXCESS_S)
 
 
 def place_stall(
@@ -320,7 +327,7 @@ def _stalls(log: StreamLog, judged: ColumnFiles, bg: list[Any]) -> StallReport:
         return StallReport((), n, None, None, wall, wall / n if n else None)
     m = median(step_secs, n)
     s = MAD_SCALE * median(lambda: (np.abs(x - m) for x in step_secs()), n)
-    limit = max(m + STALL_MAD_K * s, STALL_RATIO * m, m + STALL_MIN_EXCESS_S)
+    limit = stall_limit(m, s)
     stalls: list[Stall] = []
     flagged: set[int] = set()
     for g, c in judged.chunks(("step", "line", "sec"), size=spill.CHUNK):

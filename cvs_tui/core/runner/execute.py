@@ -12,6 +12,9 @@ an ``EXIT_CODE=`` line in the log only makes the poll come sooner, since a train
 a reader that dies or a write to the run folder that fails (a full disk) ends the run as failed at
 once; every rank is stopped at the end of every run, also one that exited (its leftovers). Turning a
 rank's bytes into events (and the memory bounds on that) is :mod:`.ingest`'s, shared with follow mode.
+
+Long because starting, following, watching, stopping and judging a run share one RunExecution's state
+(the ranks' streams, exit codes, reachability and the watch loop's wake-ups).
 """
 
 from __future__ import annotations
@@ -60,12 +63,15 @@ from cvs_tui.core.watch.ingest import (
     split_lines,
 )
 from cvs_tui.core.watch.options import RunOptions
-from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide
+from cvs_tui.core.watch.watchdog import NodeWatch, Verdict, decide, lost_reason, next_deadline
 
 _EXIT_HINT = re.compile(r"(?<!\S)EXIT_CODE=-?\d+\s*$")  # a hint to read <log>.exit now, never the status
-TICK_S = 0.25  # how often the watchdog looks
+TICK_S = 0.25  # how often the watchdog looks (and at each rank's hang deadline, and when a rank fails)
+DEADLINE_SLACK_S = 0.001  # the shortest wait: a deadline the clock has just reached is looked at next
 EXIT_POLL_S = 1.0  # how often each running rank's <log>.exit is read
 STOP_WAIT_S = 20.0  # how long stopped ranks get to log their exit
+# a rank's state that may decide the run: the watchdog looks at once rather than at its next tick
+_LOOK_NOW = frozenset({NodeState.FAILED, NodeState.DONE, NodeState.UNREACHABLE})
 __all__ = ["WARNINGS_KEPT", "RankLog", "RunExecution"]
 
 
@@ -100,6 +106,7 @@ class RunExecution:
         self.active: list[int] = []
         self.local_error: str | None = None  # a write to the run folder failed: the run must stop
         self._exit_now = asyncio.Event()  # an EXIT_CODE line was seen: read the .exit files now
+        self._look_now = asyncio.Event()  # a rank failed, exited or was lost: the watchdog looks now
         # node health (set by the node_health stage): attribution windows, findings per run
         self.health_nodes: list[NodeHealth] | None = None
         self.windows: list[RunWindow] = []
@@ -107,6 +114,9 @@ class RunExecution:
         self.health_findings: dict[str, list[HealthFinding]] = {}
         # told the watchdog's verdict as soon as it is known (the suite publishes it as the run stage's)
         self.on_failure: Callable[[Verdict], None] | None = None
+        # told when the run is known to fail a gate while it goes on (a stall past its gate)
+        self.on_failing: Callable[[str], None] | None = None
+        self._stalls: judging.LiveStalls | None = None  # the current run's stall gates, live
         # every node's telemetry, host timing and findings so far (set by the node_health stage)
         self.health_records: Callable[[], list[NodeHealthRecord]] | None = None
 
@@ -133,6 +143,7 @@ class RunExecution:
                 run=pr.key, total_steps=pr.steps, nodes=tuple(n.host for n in self.plan.nodes), at=started
             )
         )
+        self._stalls = judging.live_stalls(pr, len(ranks))
         # the run's window opens now: a kernel line while the ranks start belongs to it (before step 1)
         self._current = (pr.key, started, ranks, {r.watch.rank: [] for r in ranks})
         try:
@@ -178,19 +189,22 @@ class RunExecution:
         verdict: Verdict | None = None
         try:
             while True:
-                await asyncio.sleep(TICK_S)
+                await self._until_next_look(watches, hunting=verdict is None)
                 broken = self._broken(readers, poller)
                 if broken is not None and (verdict is None or verdict.outcome is not RunOutcome.FAILED):
                     verdict = Verdict(RunOutcome.FAILED, broken, None, self.clock())
                     break
+                self._links(pr, job, watches)
+                self._silences(watches)
                 was = verdict
                 verdict, stop = decide(watches, self.clock(), self.opt, verdict)
-                if verdict is not None and was is None and self.on_failure is not None:
-                    self.on_failure(verdict)  # the cause is known: say so before the others are stopped
+                if verdict is not None and was is None:
+                    if verdict.outcome is RunOutcome.HUNG and verdict.root is not None:
+                        self._node_status(pr.key, verdict.root, NodeState.HUNG, verdict.reason)
+                    if self.on_failure is not None:
+                        self.on_failure(verdict)  # the cause is known: say so before the others are stopped
                 if stop:
                     break
-            if verdict is not None and verdict.outcome is RunOutcome.HUNG and verdict.root is not None:
-                self._node_status(pr.key, verdict.root, NodeState.HUNG, verdict.reason)
         finally:
             await self._stop_still_running(pr, job, watches)
             poller.cancel()
@@ -202,6 +216,38 @@ class RunExecution:
                 with contextlib.suppress(NodeLost, OSError):
                     r.ending = read_ending(await job.scheduler_lines(r.watch.rank))
         return verdict or Verdict(RunOutcome.COMPLETE, "", None, self.clock())
+
+    def _links(self, pr: PlannedRun, job: Job, watches: Sequence[NodeWatch]) -> None:
+        """Whether each running rank's node can be reached; one down for ``lost_after_s`` is lost."""
+        now = self.clock()
+        for w in watches:
+            if w.done:
+                continue
+            w.on_link(job.link_down(w.rank), now)
+            if (why := lost_reason(w, now, self.opt)) is not None:
+                w.lost = why
+                self._node_status(pr.key, w.rank, NodeState.UNREACHABLE, f"lost: {why}")
+
+    def _silences(self, watches: Sequence[NodeWatch]) -> None:
+        """A running rank silent past its stall limit has a stall in progress (judge.live_stalls)."""
+        if self._stalls is None or not self._stalls.gates or self._stalls.broken is not None:
+            return
+        now = self.clock()
+        for w in watches:
+            if not w.done and w.steps_seen:
+                self._gate_broken(self._stalls.on_silence(w.rank, now - w.last_progress))
+
+    async def _until_next_look(self, watches: Sequence[NodeWatch], *, hunting: bool) -> None:
+        """Sleep ``TICK_S``, less when a rank's hang budget runs out sooner (``hunting``: no failure yet;
+        the hang is called at its budget, not at the next look after it), or until a rank failed, exited
+        or was lost."""
+        wait = TICK_S
+        due = next_deadline(watches, self.opt) if hunting else None
+        if due is not None:
+            wait = min(wait, max(due - self.clock(), DEADLINE_SLACK_S))
+        self._look_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._look_now.wait(), wait)
 
     def _broken(self, readers: Sequence[asyncio.Task[None]], poller: asyncio.Task[None]) -> str | None:
         """Why the run cannot be followed any more (the run folder cannot be written, a reader died)."""
@@ -292,9 +338,21 @@ class RunExecution:
         if w.exit_code is None and lines and _EXIT_HINT.search(lines[-1]):
             self._exit_now.set()  # the launcher's last line, or a trainer's imitation: read .exit
 
-    def _on_train_step(self, rank: int, step: int, now: float) -> None:
+    def _on_train_step(self, rank: int, step: int, seconds: float | None, now: float) -> None:
         if self._current is not None:
             self._current[3].setdefault(rank, []).append((step, now))
+        if self._stalls is not None:
+            self._gate_broken(self._stalls.on_step(rank, step, seconds))
+
+    def _gate_broken(self, broken: judging.GateBroken | None) -> None:
+        """A stall gate the run broke, told at once: the node is marked stalled and the run failing, in
+        the words of the verdict the judge will give when the run ends (the run goes on to its end)."""
+        if broken is None or self._current is None:
+            return
+        detail = f"stall past its gate at step {broken.step}: {broken.message}"
+        self._node_status(self._current[0], broken.node, NodeState.STALLED, detail)
+        if self.on_failing is not None:
+            self.on_failing(f"node {broken.node}: {detail}")
 
     @staticmethod
     def _split(r: RankLog, chunk: bytes) -> list[str]:
@@ -388,9 +446,15 @@ class RunExecution:
                     f"(the first {WARNINGS_KEPT} are)"
                 )
         root = verdict.root
-        if root is not None and root < len(ranks) and ranks[root].watch.fatal_reason == verdict.reason:
-            # a kernel-log finding failed the run: the judge sees only the logs (the victims' TERM exit
-            # codes), so the watchdog's root cause and reason stand
+        rw = ranks[root].watch if root is not None and root < len(ranks) else None
+        lost = rw is not None and bool(rw.lost) and rw.exit_code is None
+        if (
+            rw is not None
+            and verdict.outcome is RunOutcome.FAILED
+            and (rw.fatal_reason == verdict.reason or lost)
+        ):
+            # a kernel-log finding or a lost node failed the run: the judge sees only the logs (the
+            # victims' TERM exit codes), so the watchdog's root cause and reason stand
             rec.outcome, rec.status = RunOutcome.FAILED.value, "FAIL"
             rec.reason, rec.root_cause_node = verdict.reason, root
         self._name_straggler(rec)
@@ -420,5 +484,7 @@ class RunExecution:
             rec.verdicts.append(straggler_verdict(cause))
 
     def _node_status(self, run: str, rank: int, st: NodeState, detail: str = "") -> None:
+        if st in _LOOK_NOW:
+            self._look_now.set()
         host = self.plan.nodes[rank].host if rank < len(self.plan.nodes) else f"node{rank}"
         self.emit(NodeStatusEvent(run=run, node=rank, host=host, state=st, detail=detail, at=self.clock()))

@@ -41,7 +41,7 @@ from cvs_tui.core.results import (
     NodeHealthRecord,
     TelemetryPoint,
 )
-from cvs_tui.core.transport import Transport
+from cvs_tui.core.transport import Transport, TransportError
 
 log = logging.getLogger(__name__)
 MAX_POINTS = 720  # telemetry points kept per node for the report (an hour at 5 s)
@@ -323,6 +323,13 @@ class HealthMonitor:
             self._publish(n)
 
     async def _sample(self, n: NodeMonitor, s: TelemetrySampler) -> None:
+        try:
+            await self._samples(n, s)
+        except TransportError as exc:  # the node cannot be reached any more (a lost node): said, not raised
+            log.info("%s: telemetry ended: %s", n.host, exc)
+            n.telemetry_error = f"telemetry lost: {exc}"
+
+    async def _samples(self, n: NodeMonitor, s: TelemetrySampler) -> None:
         async for got in s.samples():
             if isinstance(got, TelemetryError):
                 n.telemetry_error = str(got)

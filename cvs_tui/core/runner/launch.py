@@ -80,6 +80,12 @@ class Job(Protocol):
         """TERM the ranks' trainers (their whole process group / job step), grace, then KILL."""
         ...
 
+    def link_down(self, rank: int) -> str | None:
+        """Why that rank's node cannot be reached now, in the transport's or the scheduler's words
+        (its connection dropped and it has not answered since; Slurm: its node is down); None while it
+        can. The watchdog calls the node lost when this lasts (``RunOptions.lost_after_s``)."""
+        ...
+
     async def scheduler_lines(self, rank: int) -> list[str]:
         """The scheduler's own last lines about that rank's task (Slurm: the step's stderr, where
         slurmstepd writes ``*** STEP ... CANCELLED ... DUE TO TIME LIMIT ***``); [] without a scheduler."""

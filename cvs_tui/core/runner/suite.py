@@ -149,11 +149,15 @@ class Suite:
             # the verdict as soon as the watchdog knows it; the judged record follows when the run ends
             self.stage(stage, StageState.FAILED, f"{v.outcome.value} (stopping the other nodes): {v.reason}")
 
-        self.runs.on_failure = early
+        def failing(reason: str) -> None:
+            # a gate the run already fails while it goes on (a stall past its gate); judged at its end
+            self.stage(stage, StageState.RUNNING, f"{run.key}: failing (judged at its end): {reason}")
+
+        self.runs.on_failure, self.runs.on_failing = early, failing
         try:
             rec = await self.runs.execute(run)
         finally:
-            self.runs.on_failure = None
+            self.runs.on_failure = self.runs.on_failing = None
         self.records[run.key] = rec
         self.stage(stage, StageState.PASSED if rec.status == "PASS" else StageState.FAILED, _detail(rec))
         return rec

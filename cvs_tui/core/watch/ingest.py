@@ -45,8 +45,9 @@ WARNINGS_KEPT = 1000  # benign warning hits kept per rank for the judge; the res
 
 # (run, rank, state, detail): publishes a NodeStatusEvent
 NodeStatus = Callable[[str, int, NodeState, str], None]
-# (rank, train step, when): a train step arrived (node health attributes kernel lines to steps)
-TrainStep = Callable[[int, int, float], None]
+# (rank, train step, its logged seconds, when): a train step arrived (node health attributes kernel
+# lines to steps; the live stall gates read its time)
+TrainStep = Callable[[int, int, float | None, float], None]
 
 
 @dataclass
@@ -96,7 +97,7 @@ def feed_rank(
             emit(NodeLogEvent(run=run, node=w.rank, event=ev))
             w.on_step(ev, now)
             if on_train_step is not None and ev.kind is StepKind.TRAIN:
-                on_train_step(w.rank, ev.step, now)
+                on_train_step(w.rank, ev.step, ev.seconds, now)
             if w.state is not NodeState.TRAINING and w.first_fatal_at is None:
                 w.state = NodeState.TRAINING
                 node_status(run, w.rank, NodeState.TRAINING, "")

@@ -19,10 +19,25 @@ from cvs_tui.core.judge.finalize import (
     stall_events,
     verdict_events,
 )
+from cvs_tui.core.judge.live_stalls import GateBroken, LiveStalls
 from cvs_tui.core.judge.table import StepCollector, StepTable
+from cvs_tui.core.judge.window import WARMUP_STEPS
 from cvs_tui.core.plan import Plan, PlannedRun
 from cvs_tui.core.results import Results, RunRecord, StageRecord
 from cvs_tui.core.state import RunState
+
+__all__ = [
+    "RESUME_KINDS",
+    "GateBroken",
+    "LiveStalls",
+    "judge_checkpoint",
+    "judge_run",
+    "live_stalls",
+    "new_results",
+    "run_result_events",
+    "stages_of",
+    "step_collector",
+]
 
 
 def step_collector() -> StepCollector:
@@ -42,6 +57,11 @@ def judge_run(
     (``facts``); also the losses by step the checkpoint-resume verdicts compare, when its record's series
     were bounded (see judge_tables)."""
     return judge_tables(run, tables, facts, keep_losses=run.kind in RESUME_KINDS)
+
+
+def live_stalls(run: PlannedRun, ranks: int) -> LiveStalls:
+    """The run's enforced stall gates, judged on the step times as they arrive (judge.live_stalls)."""
+    return LiveStalls(run.judge.cell, enforce=run.judge.enforce, ranks=ranks, warmup=WARMUP_STEPS)
 
 
 def judge_checkpoint(

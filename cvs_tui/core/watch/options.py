@@ -26,6 +26,8 @@ class RunOptions:
     section_factor: float = SECTION_FACTOR
     section_min_s: float = SECTION_MIN_S
     fail_grace_s: float = 15.0  # after a node failed: how long the others get to exit on their own
+    # a node whose connection dropped (its launcher cannot reach it) and stays down this long is lost
+    lost_after_s: float = 15.0
     connect_timeout_s: float = 30.0
     command_timeout_s: float = 120.0
     setup_timeout_s: float = 1800.0  # branch checkout + install command, tokenizer download

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -51,6 +51,7 @@ class NodeWatch:
     fatal_line: int | None = None
     fatal_reason: str | None = None  # a fatal from outside the log (a kernel-log health finding)
     lost: str | None = None  # why its node became unreachable
+    link_down: tuple[float, str] | None = None  # since when and why its launcher cannot reach it now
     steps_seen: int = 0
     # the latest step times, all the hang rule reads (a long run must not keep every one)
     step_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=P95_WINDOW))
@@ -97,6 +98,13 @@ class NodeWatch:
     def on_external_fatal(self, reason: str, now: float) -> None:
         """A fatal seen beside the log (the node's kernel log): the same path as a fatal log line."""
         self.first_fatal_at, self.fatal_reason = now, reason
+
+    def on_link(self, down: str | None, now: float) -> None:
+        """What the launcher says of the rank's node now: ``down`` is why it cannot be reached, or None."""
+        if down is None:
+            self.link_down = None
+        else:
+            self.link_down = (self.link_down[0] if self.link_down else now, down)
 
     @property
     def done(self) -> bool:
@@ -159,41 +167,78 @@ def first_failure(watches: Sequence[NodeWatch]) -> tuple[int, str] | None:
     return rank, reason
 
 
+def lost_reason(w: NodeWatch, now: float, opt: RunOptions) -> str | None:
+    """Why ``w``'s node is lost, once its launcher could not reach it for ``lost_after_s``; None before
+    (a dropped connection that comes back within it is a blip: the stream resumes at its offset)."""
+    if w.done or w.link_down is None or now - w.link_down[0] < opt.lost_after_s:
+        return None
+    since, why = w.link_down
+    return f"{why}; not reachable for {now - since:.0f} s"
+
+
 def find_hang(watches: Sequence[NodeWatch], now: float, opt: RunOptions) -> tuple[int, str] | None:
     """(rank, reason) of the running rank past its no-progress limit that went silent first (the others
     of a synchronous run stop a step after it, waiting for it); None if none is past its limit."""
-    open_sections = [w for w in watches if w.section is not None and not w.done]
-    # a section that ended on any rank restarts every rank's training budget (they waited for it)
-    ended = max((w.section_ended for w in watches), default=0.0)
     hung: list[tuple[float, int, str]] = []
-    for w in watches:
-        if w.exit_code is not None:
+    for w, (at, what) in _deadlines(watches, opt):
+        if now < at:
             continue
-        silent = now - max(w.last_progress, ended)
+        silent = now - max(w.last_progress, _ended(watches))
+        hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what(now))))
+    if not hung:
+        return None
+    _, rank, reason = min(hung)
+    return rank, reason
+
+
+def next_deadline(watches: Sequence[NodeWatch], opt: RunOptions) -> float | None:
+    """When the first running rank will be past its no-progress limit if no line comes before (the
+    caller wakes then, so a hang is called at its budget, not at the next look); None: no rank runs."""
+    return min((at for _, (at, _what) in _deadlines(watches, opt)), default=None)
+
+
+def _ended(watches: Sequence[NodeWatch]) -> float:
+    # a section that ended on any rank restarts every rank's training budget (they waited for it)
+    return max((w.section_ended for w in watches), default=0.0)
+
+
+def _deadlines(
+    watches: Sequence[NodeWatch], opt: RunOptions
+) -> list[tuple[NodeWatch, tuple[float, Callable[[float], str]]]]:
+    """Each running rank with the time its silence becomes a hang and what it was waiting for then:
+    one rule for :func:`find_hang` (is it past?) and :func:`next_deadline` (when will it be?)."""
+    open_sections = [w for w in watches if w.section is not None and not w.done]
+    ended = _ended(watches)
+    out: list[tuple[NodeWatch, tuple[float, Callable[[float], str]]]] = []
+    for w in watches:
+        if w.done or w.link_down is not None:
+            continue  # a node that cannot be reached is not hung: it is lost once that lasts
+        base = max(w.last_progress, ended)
         if w.steps_seen == 0:
             limit, what = opt.compile_allowance_s, "the first step (compile allowance)"
         else:
             limit = train_limit(w, opt)
             what = f"the next step ({opt.hang_factor:g} x p95 step time, at least {opt.hang_min_s:g} s)"
-        if silent < limit:
-            continue
         cover = _covering(w, open_sections)
         if cover is None:
-            what += "" if w.steps_seen == 0 else " while training"
-        else:
-            kind, since = cover
-            budget = max(limit, section_budget(kind, watches, opt))
-            if now - since < budget:
-                continue
-            what = (
+            told = what + ("" if w.steps_seen == 0 else " while training")
+
+            def training(_now: float, told: str = told) -> str:
+                return told
+
+            out.append((w, (base + limit, training)))
+            continue
+        kind, since = cover
+        budget = max(limit, section_budget(kind, watches, opt))
+
+        def in_section(now: float, kind: Section = kind, since: float = since, budget: float = budget) -> str:
+            return (
                 f"the end of the {kind} announced {now - since:.0f} s ago ({opt.section_factor:g} x the "
                 f"longest {kind} so far, at least {opt.section_min_s:g} s: {budget:.0f} s)"
             )
-        hung.append((w.last_progress, w.rank, _hang_reason(w, silent, what)))
-    if not hung:
-        return None
-    _, rank, reason = min(hung)
-    return rank, reason
+
+        out.append((w, (max(base + limit, since + budget), in_section)))
+    return out
 
 
 def train_limit(w: NodeWatch, opt: RunOptions) -> float:

@@ -80,6 +80,10 @@ class NodeJob:
         if tailer is not None:
             tailer.stop()
 
+    def link_down(self, rank: int) -> str | None:
+        tailer = self._tailers.get(rank)
+        return tailer.down if tailer is not None else None
+
     async def scheduler_lines(self, rank: int) -> list[str]:
         del rank
         return []  # SSH + Docker: no scheduler ends the run

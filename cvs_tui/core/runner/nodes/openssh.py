@@ -44,7 +44,9 @@ def openssh_argv(t: SSHTransport, remote_cmd: str, ssh: str | None) -> list[str]
     would reach it, or None where the client cannot be told the same (see the module docstring)."""
     if ssh is None or t.password_set or (t.ssh_config is not None and len(t.ssh_config) != 1):
         return None
-    argv = [ssh, "-T", "-n", "-a", "-x", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+    # LogLevel INFO: why a connection ended ("Timeout, server HOST not responding.", "Connection to
+    # HOST closed by remote host.") is logged at INFO; a few lines per connection, read when ssh exits
+    argv = [ssh, "-T", "-n", "-a", "-x", "-o", "BatchMode=yes", "-o", "LogLevel=INFO"]
     argv += ["-o", "ControlMaster=no"]  # never leave a shared master process behind
     argv += ["-o", f"ConnectTimeout={max(1, round(t.connect_timeout))}"]
     if t.keepalive_interval > 0:
@@ -113,8 +115,10 @@ class OpenSSHProcess:
         cmd: str,
         on_unusable: Callable[[str], None],
         on_closed: Callable[[], None],
+        keepalive: tuple[float, int] | None = None,
     ) -> None:
         self._name = name
+        self._keepalive = keepalive  # (interval s, count): what a keepalive timeout waited for
         self._on_closed = on_closed
         self._proc = proc
         self._cmd = cmd
@@ -134,7 +138,11 @@ class OpenSSHProcess:
             reason = why[-1] if why else "ssh exited 255"
             if not self._got:
                 self._on_unusable(reason)
-            raise ConnectionLostError(f"{self._name}: connection lost (ssh: {reason})")
+            what = "connection lost"
+            if self._keepalive is not None and reason.startswith("Timeout, server"):
+                every, count = self._keepalive
+                what += f": no answer to {count} keepalives {every:g} s apart"
+            raise ConnectionLostError(f"{self._name}: {what} (ssh: {reason})")
         return b""
 
     async def read_stderr(self) -> bytes:

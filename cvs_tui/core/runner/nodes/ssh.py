@@ -5,6 +5,8 @@ Key auth, ``~/.ssh/config`` host aliases (asyncssh reads it), known_hosts verifi
 ``max_channels`` concurrent channels (OpenSSH allows 10 sessions per connection by default), and a
 reconnect with exponential backoff after the connection is lost. Log followers go through the OpenSSH
 client where they can (:mod:`.openssh`).
+
+Long because connecting, the channel limit, keepalives and reconnecting share the one connection's state.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from cvs_tui.core.transport import (
 )
 
 log = logging.getLogger(__name__)
+# A node that answers no keepalive for KEEPALIVE_S x KEEPALIVE_COUNT seconds has dropped its connection
+# (before: 15 s x 3, longer than a hang budget's floor, so a lost node was called hung first)
+KEEPALIVE_S = 5.0
+KEEPALIVE_COUNT = 3
 
 
 class _SSHProcess:
@@ -152,8 +158,8 @@ class SSHTransport:
         verify_host_keys: bool = True,
         ssh_config: list[str] | None = None,
         connect_timeout: float = 10.0,
-        keepalive_interval: float = 15.0,
-        keepalive_count_max: int = 3,
+        keepalive_interval: float = KEEPALIVE_S,
+        keepalive_count_max: int = KEEPALIVE_COUNT,
         max_channels: int = 8,
         backoff: Backoff | None = None,
         name: str | None = None,
@@ -396,7 +402,14 @@ class SSHTransport:
         self.follow_client = "ssh"
         self.stream_pids.add(proc.pid)
         return openssh.OpenSSHProcess(
-            self.name, proc, cmd, self._openssh_failed, lambda: self.stream_pids.discard(proc.pid)
+            self.name,
+            proc,
+            cmd,
+            self._openssh_failed,
+            lambda: self.stream_pids.discard(proc.pid),
+            keepalive=(self.keepalive_interval, self.keepalive_count_max)
+            if self.keepalive_interval > 0
+            else None,
         )
 
     def _openssh_failed(self, reason: str) -> None:

@@ -39,6 +39,7 @@ from typing import Literal
 from cvs_tui.core.transport import (
     Backoff,
     CommandError,
+    CommandTimeout,
     ConnectError,
     ConnectionLostError,
     HostKeyError,
@@ -52,6 +53,13 @@ Mode = Literal["follow", "poll"]
 COALESCE_S = 0.15  # the latency budget of a busy stream (see above) while few are followed
 PACKETS_PER_S = 570  # with more streams, their budgets keep their packets together about this rate
 MAX_COALESCE_S = 0.5  # ... but never wait longer than this
+PROBE_TIMEOUT_S = 10.0  # after a drop: a node that answers no command in this long is still down
+
+
+def _why(exc: Exception, name: str) -> str:
+    """What was lost, in the transport's words, without the node's name (the caller names the node)."""
+    text = str(exc)
+    return text[len(name) + 2 :] if text.startswith(f"{name}: ") else text
 
 
 def coalesce_for(streams: int) -> float:
@@ -88,6 +96,7 @@ class LogTailer:
         chunk_size: int = 1 << 20,
         coalesce: float = COALESCE_S,
         backoff: Backoff | None = None,
+        probe_timeout: float = PROBE_TIMEOUT_S,
     ) -> None:
         self.transport = transport
         self.path = path
@@ -98,6 +107,11 @@ class LogTailer:
         self.coalesce = coalesce
         self.backoff = backoff or Backoff(attempts=8, initial=0.2, factor=2.0, maximum=5.0)
         self.reconnects = 0  # how many times the stream was re-opened after a drop
+        # why the node cannot be followed now (its stream dropped and it has not answered since), None
+        # while it can: the watchdog calls a node lost when this lasts (watchdog.lost_reason)
+        self.down: str | None = None
+        self._first_down = ""
+        self.probe_timeout = probe_timeout
         self._stop = asyncio.Event()
         self._reading: asyncio.Task[object] | None = None  # the task waiting in a follow read
         self._stop_cancels = False  # stop() cancelled that task's read
@@ -125,19 +139,27 @@ class LogTailer:
         while not self._stop.is_set():
             try:
                 if failures:
-                    await self.transport.connect()  # one attempt per backoff step (no-op when up)
+                    # one attempt per backoff step: a command's round trip, which also reconnects (the
+                    # connection may look open while the node no longer answers)
+                    await self.transport.run(":", self.probe_timeout)
+                    self.down = None
                     self.reconnects += 1
                 gen = self._follow() if self.mode == "follow" else self._poll()
                 async for data in gen:
-                    failures = 0
+                    failures, self.down = 0, None
                     self.offset += len(data)
                     yield data
                 if self._stop.is_set():
                     return
             except HostKeyError:
                 raise  # a different machine answers now: never resume on it
-            except (ConnectionLostError, ConnectError, CommandError) as exc:
+            except (ConnectionLostError, ConnectError, CommandError, CommandTimeout) as exc:
                 # CommandError: tail itself stopped (e.g. the node's shell was killed); resume the same way.
+                if not isinstance(exc, CommandError) or self.down is not None:
+                    why = _why(exc, self.transport.name)
+                    # what was lost first, and what the latest attempt to get it back met
+                    first = self._first_down = self._first_down if self.down is not None else why
+                    self.down = first if why == first else f"{first}; then {why}"
                 if failures >= len(delays):
                     raise ConnectError(
                         f"{self.transport.name}: gave up following {self.path} after "

@@ -62,6 +62,7 @@ class SlurmJob:
             for r in range(step.ranks)
         ]
         self._cancelled = False
+        self._ended: dict[int, str] = {}  # rank -> why nothing more will come from it (see link_down)
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         """That rank's log bytes from offset 0, live, byte-identical (a lost node shows as no progress)."""
@@ -75,6 +76,22 @@ class SlurmJob:
 
     async def exit_status(self, rank: int) -> int | None:
         return await self.step.exit_status(rank)
+
+    def link_down(self, rank: int) -> str | None:
+        """The job step ended (srun exited) without cvs-tui stopping it: a rank that recorded no exit
+        status will write nothing more (``scancel`` of the step from outside, a node failure), in
+        Slurm's words from the node's step output where it left some."""
+        proc = self.step.proc
+        if self._cancelled or proc is None or proc.returncode is None:
+            return None
+        if rank not in self._ended:
+            out = tail_lines(posixpath.join(self.step.folder, f"node{rank}.out"), 4096)
+            said = [ln.strip() for ln in out if "***" in ln]
+            self._ended[rank] = (
+                f"Slurm: the job step ended (srun exited {proc.returncode}) without this rank's exit status"
+                + (f" ({said[-1]})" if said else "")
+            )
+        return self._ended[rank]
 
     async def scheduler_lines(self, rank: int) -> list[str]:
         """The last lines of the step's stderr on that rank's node (``node%n.out``: slurmstepd's
