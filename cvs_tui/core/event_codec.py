@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from typing import Any
@@ -63,12 +64,19 @@ def _convert(value: Any, hint: Any) -> Any:
     return value
 
 
-def _build(cls: type, data: dict[str, Any]) -> Any:
+@functools.cache
+def _field_hints(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, type) of each field of an event class. Resolved once per class: get_type_hints evaluates
+    every string annotation again on each call, which made decoding a step event cost ~0.2 ms (AT02)."""
     hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(data[f.name], hints[f.name])
+    for name, hint in _field_hints(cls):
+        if name in data:
+            kwargs[name] = _convert(data[name], hint)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:

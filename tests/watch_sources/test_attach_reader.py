@@ -65,6 +65,29 @@ def test_event_round_trips_through_json(ev: object) -> None:
     assert type(back) is type(ev)
 
 
+def test_at02_field_types_are_resolved_once_per_event_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AT02 (L12): decoding many step events resolves each class's annotations once, not per event
+    (re-evaluating them on every line made attach of 1 M step events take minutes)."""
+    import typing
+
+    from cvs_tui.core import event_codec
+
+    event_codec._field_hints.cache_clear()
+    calls: list[object] = []
+    real = typing.get_type_hints
+
+    def counting(obj: object, *args: object, **kwargs: object) -> dict[str, object]:
+        calls.append(obj)
+        return real(obj, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(typing, "get_type_hints", counting)
+    ev = NodeLogEvent("r", 0, StepEvent(5, 2.5, 18, StepKind.TRAIN, 0.4, 10.0, 512.0))
+    line = json.dumps(event_to_dict(ev))
+    decoded = [event_from_dict(json.loads(line)) for _ in range(500)]
+    assert all(d == ev for d in decoded)
+    assert len(calls) <= 2  # NodeLogEvent and StepEvent, once each
+
+
 def test_unknown_event_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown event type"):
         event_from_dict({"type": "Nope"})
