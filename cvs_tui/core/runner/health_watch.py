@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Literal, Protocol
 
@@ -74,34 +74,62 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def ecc_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
-    """ECC totals that rose since the node's previous sample, as findings: an uncorrectable rise is
-    fatal (the rule of the ``health.ecc.uncorrectable_delta`` gate, seen within one sample), a
-    correctable rise a warning."""
+def _rise(
+    n: NodeMonitor, got: GpuTelemetryEvent, s: GpuSample, signature: str, sev: Severity, line: str, by: int
+) -> HealthFinding:
+    return HealthFinding(
+        node=n.rank,
+        signature=signature,
+        severity=sev,
+        line=line,
+        kernel_time=0.0,
+        wall_time=got.at,
+        host=n.host,
+        detail=f"GPU {s.gpu} +{by}",
+    )
+
+
+def _counter_rises(
+    n: NodeMonitor, got: GpuTelemetryEvent, counters: Sequence[tuple[str, Callable[[GpuSample], int | None]]]
+) -> Iterator[tuple[GpuSample, str, int, int]]:
+    """Each GPU counter that rose since the node's previous sample: (sample, name, before, now)."""
     before = {s.gpu: s for s in n.last}
-    out: list[HealthFinding] = []
     for s in got.samples:
         b = before.get(s.gpu)
         if b is None:
             continue
-        for kind, was, now, sev in (
-            ("uncorrectable", b.ecc_uncorrectable, s.ecc_uncorrectable, Severity.FATAL),
-            ("correctable", b.ecc_correctable, s.ecc_correctable, Severity.WARNING),
-        ):
+        for kind, count in counters:
+            was, now = count(b), count(s)
             if was is not None and now is not None and now > was:
-                out.append(
-                    HealthFinding(
-                        node=n.rank,
-                        signature=f"ecc_{kind}_rise",
-                        severity=sev,
-                        line=f"{got.tool}: GPU {s.gpu} {kind} ECC errors {was} -> {now}",
-                        kernel_time=0.0,
-                        wall_time=got.at,
-                        host=n.host,
-                        detail=f"GPU {s.gpu} +{now - was}",
-                    )
-                )
-    return out
+                yield s, kind, was, now
+
+
+_ECC: tuple[tuple[str, Callable[[GpuSample], int | None]], ...] = (
+    ("uncorrectable", lambda s: s.ecc_uncorrectable),
+    ("correctable", lambda s: s.ecc_correctable),
+)
+_REPAIRS: tuple[tuple[str, Callable[[GpuSample], int | None]], ...] = (
+    ("retired_pages", lambda s: s.retired_pages),
+    ("remapped_rows", lambda s: s.remapped_rows),
+)
+
+
+def ecc_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
+    """ECC totals that rose since the node's previous sample, as findings: an uncorrectable rise is
+    fatal (the rule of the ``health.ecc.uncorrectable_delta`` gate, seen within one sample), a
+    correctable rise a warning."""
+    return [
+        _rise(
+            n,
+            got,
+            s,
+            f"ecc_{kind}_rise",
+            Severity.FATAL if kind == "uncorrectable" else Severity.WARNING,
+            f"{got.tool}: GPU {s.gpu} {kind} ECC errors {was} -> {now}",
+            now - was,
+        )
+        for s, kind, was, now in _counter_rises(n, got, _ECC)
+    ]
 
 
 def memory_repair_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
@@ -113,32 +141,19 @@ def memory_repair_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFi
     uncorrectable error behind a double-bit retirement or an uncorrectable remap raises the volatile
     uncorrectable ECC count too, and that rise is fatal (:func:`ecc_rises`); a remap or retirement that
     failed (Xid 64) is logged by the driver and judged from the kernel log."""
-    before = {s.gpu: s for s in n.last}
-    out: list[HealthFinding] = []
-    for s in got.samples:
-        b = before.get(s.gpu)
-        if b is None:
-            continue
-        for kind, was, now in (
-            ("retired_pages", b.retired_pages, s.retired_pages),
-            ("remapped_rows", b.remapped_rows, s.remapped_rows),
-        ):
-            if was is not None and now is not None and now > was:
-                what = kind.replace("_", " ")
-                out.append(
-                    HealthFinding(
-                        node=n.rank,
-                        signature=f"{kind}_rise",
-                        severity=Severity.WARNING,
-                        line=f"{got.tool}: node {n.rank} GPU {s.gpu} {what} {was} -> {now} "
-                        "(repaired at the next GPU reset)",
-                        kernel_time=0.0,
-                        wall_time=got.at,
-                        host=n.host,
-                        detail=f"GPU {s.gpu} +{now - was}",
-                    )
-                )
-    return out
+    return [
+        _rise(
+            n,
+            got,
+            s,
+            f"{kind}_rise",
+            Severity.WARNING,
+            f"{got.tool}: node {n.rank} GPU {s.gpu} {kind.replace('_', ' ')} {was} -> {now} "
+            "(repaired at the next GPU reset)",
+            now - was,
+        )
+        for s, kind, was, now in _counter_rises(n, got, _REPAIRS)
+    ]
 
 
 def _any(values: Sequence[bool | None]) -> bool | None:
