@@ -303,6 +303,7 @@ class NodeLocalJob(SlurmJob):
         self.grace_s = grace_s
         self.problems: list[str] = []
         self._cancelled = False
+        self._ended: dict[int, str] = {}  # see SlurmJob.link_down
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         return self.step.demux.ranks[rank].chunks()
