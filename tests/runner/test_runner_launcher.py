@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import shlex
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -305,3 +306,19 @@ async def test_local_kill_group(local_node: Node) -> None:
     assert await _wait_exit(n, log) == 143
     await asyncio.sleep(0.2)
     assert live_pids_in_group(pgid) == []
+
+
+async def test_local_exit_status_survives_a_term_to_every_process(local_node: Node) -> None:
+    """Slurm's time limit TERMs every process of the step, twice: one that lands while the launcher
+    records the status must not kill the ``mv`` that publishes it (a ``.exit.tmp`` was all that was
+    left). The ``mv`` here TERMs itself and the launcher first, as the second signal did."""
+    n = local_node
+    shims = Path(n.d, "bin")
+    shims.mkdir()
+    mv = shims / "mv"
+    real = shlex.quote(shutil.which("mv") or "/bin/mv")
+    mv.write_text(f'#!/bin/sh\nkill -TERM $$ $PPID\nexec {real} "$@"\n')
+    mv.chmod(0o755)
+    log = await _launch(n, _spec(n, env={"PATH": f"{shims}:{os.environ['PATH']}"}), _trainer("exit 5"))
+    assert await _wait_exit(n, log, timeout=10) == 5
+    assert Path(log).read_bytes().endswith(b"EXIT_CODE=5\n")

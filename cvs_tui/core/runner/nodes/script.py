@@ -139,7 +139,10 @@ def build_launcher(spec: LaunchSpec) -> str:
         f"CANCEL_FILE={_q(cancel_file(spec.log_path))}",
         # the EXIT_CODE line first, on a line of its own, then the .exit file: once that file exists
         # the log is complete
+        # A step-wide TERM (Slurm's time limit sends two) must not kill the mv below and lose the status:
+        # an ignored signal stays ignored in the children.
         "finish() {",
+        "  trap '' TERM INT HUP",
         '  if [ -s "$LOG" ] && [ -n "$(tail -c 1 -- "$LOG")" ]; then printf \'\\n\' >> "$LOG"; fi',
         '  printf \'EXIT_CODE=%s\\n\' "$1" >> "$LOG"',
         '  printf \'%s\\n\' "$1" > "$EXIT_FILE.tmp" && mv -f -- "$EXIT_FILE.tmp" "$EXIT_FILE"',
