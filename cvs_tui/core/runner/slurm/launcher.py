@@ -57,12 +57,16 @@ class SlurmJob:
         self.ranks = step.ranks
         self.grace_s = grace_s
         self.problems: list[str] = []
-        self._followers = [
-            FileFollower(step.log_path(r), poll_interval=poll_interval, name=f"rank {r}")
-            for r in range(step.ranks)
-        ]
+        self._followers = self._open_followers(poll_interval)
         self._cancelled = False
         self._ended: dict[int, str] = {}  # rank -> why nothing more will come from it (see link_down)
+
+    def _open_followers(self, poll_interval: float) -> list[FileFollower]:
+        """One follower per rank's log in the shared run folder."""
+        return [
+            FileFollower(self.step.log_path(r), poll_interval=poll_interval, name=f"rank {r}")
+            for r in range(self.ranks)
+        ]
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         """That rank's log bytes from offset 0, live, byte-identical (a lost node shows as no progress)."""

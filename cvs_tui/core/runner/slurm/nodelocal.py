@@ -51,6 +51,7 @@ from cvs_tui.core.runner.slurm.launcher import SlurmJob
 from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, step_argv, task_script
 from cvs_tui.core.runner.slurm.stream import LabelDemux
 from cvs_tui.core.transport import CommandTimeout
+from cvs_tui.core.watch.followers import FileFollower
 
 if TYPE_CHECKING:
     from cvs_tui.core.plan import PlannedRun
@@ -296,14 +297,13 @@ class NodeLocalStep(SlurmStep):
 class NodeLocalJob(SlurmJob):
     """A :class:`.slurm.SlurmJob` whose ranks' logs come from srun's labelled stdout."""
 
+    step: NodeLocalStep
+
     def __init__(self, run_key: str, step: NodeLocalStep, *, grace_s: float = 10.0) -> None:
-        self.run_key = run_key
-        self.step: NodeLocalStep = step
-        self.ranks = step.ranks
-        self.grace_s = grace_s
-        self.problems: list[str] = []
-        self._cancelled = False
-        self._ended: dict[int, str] = {}  # see SlurmJob.link_down
+        super().__init__(run_key, step, grace_s=grace_s)
+
+    def _open_followers(self, poll_interval: float) -> list[FileFollower]:
+        return []  # the logs come through the step's demultiplexer, not from files
 
     def follow(self, rank: int) -> AsyncIterator[bytes]:
         return self.step.demux.ranks[rank].chunks()
