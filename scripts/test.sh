@@ -23,4 +23,5 @@ fi
 source scripts/bootstrap.sh
 # the tiers of the Makefile: the static one first (no root, no services), then every test in one run
 make -s lint
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# the slowest tests, named in every CI log: where the 30-minute budget goes
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
