@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _slurm_infra import needs_slurm, stepd_pid
+from _slurm_infra import needs_slurm, slurm, stepd_pid
 from _slurm_suite import (
     SlurmSetup,
     fast_options,
@@ -170,6 +170,33 @@ def test_lost_node_is_caught_by_the_watchdog_and_teardown_leaves_nothing(tmp_pat
     assert rec["nodes"][1]["exit_code"] == 137  # the orphan, killed through a side command on its node
     assert s.stage("teardown")["state"] == "passed", s.stage("teardown")
     _nothing_left(s)
+
+
+def test_a_step_cancelled_from_outside_is_a_lost_node_after_lost_after(tmp_path: Path) -> None:
+    """``scancel J.S`` by someone else mid-run: no rank records an exit status, each is unreachable in
+    Slurm's words, and lost once ``--lost-after`` (3 s here, 15 by default) has passed."""
+    s = make_setup(tmp_path, env={"CVS_STANDIN_STEP_SLEEP": "0.1"}, steps=5000)
+    proc = start_cli(s, "--slurm-args", "-N 2 -J cvs-suite-scancel", "--lost-after", "3")
+    try:
+        end = time.monotonic() + 60
+        while min(_steps_in(s.node_log(r)) for r in (0, 1)) < 5:
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < end, "the ranks did not start training"
+            time.sleep(0.05)
+        step = (s.out / "slurm" / SLUG / "node0.slurm").read_text().split()[1]
+        slurm().cmd("scancel", step)
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 1, out
+        rec = s.run_record()
+        assert rec["status"] == "FAIL" and rec["outcome"] == "failed", rec["outcome"]
+        assert " lost: Slurm: the job step ended" in rec["reason"], rec["reason"]
+        assert rec["reason"].endswith("not reachable for 3 s"), rec["reason"]
+        assert not [j for j in squeue_jobs() if "cvs-suite-scancel" in j], squeue_jobs()
+        _nothing_left(s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_self_requested_allocation_is_released_on_failure(tmp_path: Path) -> None:

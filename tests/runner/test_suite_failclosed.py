@@ -332,7 +332,7 @@ def test_ctrl_c_while_the_launcher_probes_leaves_no_trainer(tmp_path: Path) -> N
 
 
 @infra_only
-@pytest.mark.parametrize("flag", ["--hang-min", "--compile-allowance", "--hang-factor"])
+@pytest.mark.parametrize("flag", ["--hang-min", "--compile-allowance", "--hang-factor", "--lost-after"])
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_non_finite_watchdog_limits_are_refused(tmp_path: Path, flag: str, value: str) -> None:
     s = fault_setup(tmp_path, CLEAN)

@@ -80,6 +80,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"... and at least S seconds ({d.hang_min_s:g}); longer while the log announces a checkpoint "
         "save, eval, profiler capture or compilation (docs/watchdog.md)",
     )
+    p.add_argument(
+        "--lost-after",
+        type=float,
+        default=d.lost_after_s,
+        metavar="S",
+        help="a node that cannot be reached (SSH: after 3 keepalives 5 s apart; Slurm: its step ended) "
+        f"is lost once this lasts S seconds ({d.lost_after_s:g}); a shorter drop heals",
+    )
     add_metrics_options(p)
     p.set_defaults(handler=run)
 
@@ -119,6 +127,7 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
         ("--compile-allowance", args.compile_allowance),
         ("--hang-factor", args.hang_factor),
         ("--hang-min", args.hang_min),
+        ("--lost-after", args.lost_after),
     ):
         if not math.isfinite(value) or value <= 0:
             raise UserError(f"{name}: {value:g} must be a finite number greater than 0")
@@ -130,6 +139,7 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, cluster: Cluster, plan:
         compile_allowance_s=args.compile_allowance,
         hang_factor=args.hang_factor,
         hang_min_s=args.hang_min,
+        lost_after_s=args.lost_after,
         resume=run_dir if args.resume else None,
     )
     ui = not args.no_ui and sys.stdout.isatty() and sys.stdin.isatty()
