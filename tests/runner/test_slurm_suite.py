@@ -68,6 +68,9 @@ def test_clean_run_through_slurm_passes_with_verdicts(tmp_path: Path) -> None:
     )
     stages = {st["name"]: st["state"] for st in s.results()["stages"]}
     assert stages["preflight"] == stages[f"run:{SWEEP}"] == stages["teardown"] == "passed", stages
+    # node health through side steps: each node's kernel log was read (not "not checked")
+    health = s.results()["node_health"]
+    assert [n["state"] for n in health] == ["ok", "ok"], health
     for rank in (0, 1):
         assert s.copied_log(rank).read_bytes() == s.node_log(rank).read_bytes()
         assert s.node_log(rank).read_bytes().endswith(b"EXIT_CODE=0\n")

@@ -30,7 +30,7 @@ from cvs_tui.core.run_folder import SLURM_STEPS
 from cvs_tui.core.runner.nodes.script import (
     LaunchSpec,
 )
-from cvs_tui.core.transport import CommandResult, CommandTimeout
+from cvs_tui.core.transport import CommandResult, CommandTimeout, Transport
 from cvs_tui.core.watch.followers import FileFollower
 from cvs_tui.core.watch.options import RunOptions
 
@@ -46,6 +46,7 @@ from cvs_tui.core.runner.slurm.client import (
     request_allocation,
 )
 from cvs_tui.core.runner.slurm.steps import SlurmStep, side_command, tail_lines, write_step_file
+from cvs_tui.core.runner.slurm.transport import SlurmTransport
 
 
 class SlurmJob:
@@ -140,6 +141,8 @@ class SlurmLauncher:
     jobs: list[SlurmJob] = field(default_factory=list)
     files: SlurmFiles | None = None  # where the step's files live; None: the plan's (--slurm-files)
     node_local: bool = False  # decided by prepare: the nodes do not share the run folder (or forced)
+    # each node's host through side steps, for node health (kernel log, GPU telemetry); made by prepare
+    transports: list[Transport] = field(default_factory=list)
 
     async def prepare(self, progress: Callable[[str], None] | None = None) -> list[str]:
         """Allocation (requested or inherited), enough nodes, and the run folder seen by every node."""
@@ -158,6 +161,10 @@ class SlurmLauncher:
                 f"slurm: job {self.alloc.job_id} has {len(self.alloc.nodes)} nodes "
                 f"({','.join(self.alloc.nodes)}), the plan needs {need}; request -N {need}"
             ]
+        self.transports = [
+            SlurmTransport(self.client, self.alloc.job_id, node, env_vars=self.plan.cluster_env)
+            for node in self.alloc.nodes[:need]
+        ]
         mode = self.files or (self.plan.slurm.files if self.plan.slurm is not None else "auto")
         unseen, problems = ([], []) if mode == "node-local" else await self._probe_shared(need, mode)
         if problems:
@@ -291,6 +298,10 @@ class SlurmLauncher:
                 await job.cancel(range(job.ranks))
             problems += job.problems + await job.finish()
         self.jobs = []
+        # the health side steps (a kernel-log follower per node) end before the allocation may go
+        for t in self.transports:
+            await t.close()
+        self.transports = []
         if self.alloc is not None:
             problems += await release_allocation(self.client, self.alloc)
             if self.alloc.owned:

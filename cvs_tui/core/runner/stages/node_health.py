@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class HasHostTransports(Protocol):
-    """A launcher holding one connection per node's host (the nodes launcher): what health reads over."""
+    """A launcher holding one connection per node's host (SSH, or side steps on Slurm): what health
+    reads over."""
 
     transports: list[Transport]
 
