@@ -429,6 +429,8 @@ class GpuSample:
     pcie_speed_max_gts: float | None = None  # the fastest speed they can train to, GT/s
     retired_pages: int | None = None  # pages retired for ECC errors (single + double bit)
     remapped_rows: int | None = None  # rows remapped for ECC errors (correctable + uncorrectable)
+    repair_pending: bool | None = None  # a row remap or page retirement waits for the next GPU reset
+    remap_failed: bool | None = None  # a row remapping has failed on this GPU (ever: NVIDIA's RMA flag)
     unreadable: tuple[str, ...] = ()  # the tool's fields it answered N/A, Not Supported or did not know
     refused: tuple[str, ...] = ()  # those of ``unreadable`` the driver did not know (never asked)
 

@@ -251,6 +251,8 @@ class GpuSampleRecord(_Model):
     pcie_speed_max_gts: float | None = None
     retired_pages: int | None = None
     remapped_rows: int | None = None
+    repair_pending: bool | None = None
+    remap_failed: bool | None = None
     unreadable: list[str] = Field(default_factory=list)
     refused: list[str] = Field(default_factory=list)  # of unreadable: the fields the driver did not know
 

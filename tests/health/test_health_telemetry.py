@@ -104,6 +104,16 @@ def test_nvidia_q_recordings_give_reasons_link_and_memory_repair() -> None:
     assert (rtx.pcie_width, rtx.pcie_width_max, rtx.throttle_reasons) == (8, 16, ("SW power cap",))
     assert (rtx.ecc_correctable, rtx.remapped_rows) == (None, None)  # "Remapped Rows : N/A"
     assert {"ecc.errors.corrected.volatile.total", "remapped_rows.correctable"} <= set(rtx.unreadable)
+    # the repair flags: "Pending : No", "Remapping Failure Occurred : No" on Ampere and Hopper; Turing
+    # has no row remapper and no pending page retirement to report
+    assert (a10.repair_pending, a10.remap_failed, h100.repair_pending, h100.remap_failed) == (
+        False,
+        False,
+        False,
+        False,
+    )
+    assert (rtx.repair_pending, rtx.remap_failed) == (None, None)
+    assert {"retired_pages.pending", "remapped_rows.pending", "remapped_rows.failure"} <= set(rtx.unreadable)
     # the section's name before driver 535, as `nvidia-smi -q | grep -A8 'Clocks Throttle'` printed it
     excerpt = "GPU 00000000:00:00.0\n" + (SMI / "nvidia-smi-q-throttle-reasons.txt").read_text()
     (row,) = nvidia_q_rows(excerpt)
@@ -185,6 +195,8 @@ async def test_nvidia_sampler_asks_an_older_driver_again(tmp_path: Path) -> None
     assert g.remapped_rows is None
     assert {"remapped_rows.correctable", "remapped_rows.uncorrectable"} <= set(g.unreadable)
     assert all(not f.startswith("clocks_event_reasons.") for f in s.nvidia_fields)
+    assert (g.repair_pending, g.remap_failed) == (None, None)  # and this A10 says N/A to retired pages
+    assert "remapped_rows.failure" in g.refused
     (again,) = (await s.sample()).samples  # remembered: one query from now on
     assert again == g
     (d / "unknown_fields").write_text("index\n")

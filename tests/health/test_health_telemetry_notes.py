@@ -63,7 +63,12 @@ async def test_fields_an_older_driver_refuses_are_told_apart_from_the_gpus_answe
     (d / "unknown_fields").write_text("remapped_rows.\n")
     s = TelemetrySampler(LocalTransport(), node=4, extra_path=(str(d),), tool="nvidia-smi")
     samples = (await s.sample()).samples
-    assert samples[0].refused == ("remapped_rows.correctable", "remapped_rows.uncorrectable")
+    assert samples[0].refused == (
+        "remapped_rows.correctable",
+        "remapped_rows.uncorrectable",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+    )
     assert [n for n in telemetry_notes("node 4", "nvidia-smi", samples) if "not readable" in n] == [
         f"not readable on node 4: retired_pages.* {WHY}",  # the recorded H100 answers these [N/A]
         "not readable on node 4: remapped_rows.* (nvidia-smi of this driver does not know them)",

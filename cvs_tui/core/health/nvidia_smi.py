@@ -46,6 +46,11 @@ NVIDIA_FIELDS: tuple[str, ...] = (
     "retired_pages.double_bit.count",
     "remapped_rows.correctable",
     "remapped_rows.uncorrectable",
+    # Yes/No flags (NVML nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRemappedRows isPending,
+    # failureOccurred): a repair that waits for a GPU reset, and a row remap that ever failed
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
 )
 OLD_REASONS, NEW_REASONS = "clocks_throttle_reasons.", "clocks_event_reasons."
 PCIE_GEN_GTS: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -86,6 +91,16 @@ class _Row:
             self.unreadable.append(names[0])
         return n
 
+    def flag(self, name: str) -> bool | None:
+        """A Yes/No field (``1``/``0`` from some tools); anything else is noted as unreadable."""
+        v = self.get(name)
+        if v is None:
+            return None
+        yes = {"yes": True, "1": True, "no": False, "0": False}.get(v.lower())
+        if yes is None:
+            self.unreadable.append(name)
+        return yes
+
     def count(self, *names: str) -> int | None:
         """The sum of counters; None when none of them was read."""
         got = [n for name in names if (n := self.num(name)) is not None]
@@ -112,6 +127,12 @@ def _reasons(row: _Row) -> tuple[str, ...] | None:
         bits = int(mask, 16)
         seen += [lbl for lbl, bit in NVIDIA_SLOWDOWNS.values() if bits & bit and lbl not in seen]
     return tuple(seen) if read else None
+
+
+def _any_flag(*flags: bool | None) -> bool | None:
+    """True if any flag is; False if every flag read says no; None when none could be read."""
+    read = [f for f in flags if f is not None]
+    return any(read) if read else None
 
 
 def _gts(gen: float | None) -> float | None:
@@ -148,6 +169,8 @@ def nvidia_row_sample(cells: Mapping[str, str], unasked: Sequence[str] = ()) -> 
         pcie_speed_max_gts=_gts(gen_max),
         retired_pages=row.count("retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count"),
         remapped_rows=row.count("remapped_rows.correctable", "remapped_rows.uncorrectable"),
+        repair_pending=_any_flag(row.flag("retired_pages.pending"), row.flag("remapped_rows.pending")),
+        remap_failed=row.flag("remapped_rows.failure"),
     )
     return dataclasses.replace(
         sample, unreadable=tuple(dict.fromkeys(row.unreadable)), refused=tuple(dict.fromkeys(unasked))
@@ -190,6 +213,9 @@ _Q_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
     "retired_pages.double_bit.count": (("Retired Pages", "Double Bit ECC"),),
     "remapped_rows.correctable": (("Remapped Rows", "Correctable Error"),),
     "remapped_rows.uncorrectable": (("Remapped Rows", "Uncorrectable Error"),),
+    "retired_pages.pending": (("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending")),
+    "remapped_rows.pending": (("Remapped Rows", "Pending"),),
+    "remapped_rows.failure": (("Remapped Rows", "Remapping Failure Occurred"),),
 }
 _Q_REASONS = {
     "sw_power_cap": ("SW Power Cap",),

@@ -74,8 +74,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _rise(
-    n: NodeMonitor, got: GpuTelemetryEvent, s: GpuSample, signature: str, sev: Severity, line: str, by: int
+def _telemetry_finding(
+    n: NodeMonitor, got: GpuTelemetryEvent, signature: str, sev: Severity, line: str, detail: str
 ) -> HealthFinding:
     return HealthFinding(
         node=n.rank,
@@ -85,8 +85,14 @@ def _rise(
         kernel_time=0.0,
         wall_time=got.at,
         host=n.host,
-        detail=f"GPU {s.gpu} +{by}",
+        detail=detail,
     )
+
+
+def _rise(
+    n: NodeMonitor, got: GpuTelemetryEvent, s: GpuSample, signature: str, sev: Severity, line: str, by: int
+) -> HealthFinding:
+    return _telemetry_finding(n, got, signature, sev, line, f"GPU {s.gpu} +{by}")
 
 
 def _counter_rises(
@@ -154,6 +160,45 @@ def memory_repair_rises(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFi
         )
         for s, kind, was, now in _counter_rises(n, got, _REPAIRS)
     ]
+
+
+def memory_repair_flags(n: NodeMonitor, got: GpuTelemetryEvent) -> list[HealthFinding]:
+    """GPUs whose memory repair flags are up, from the node's first sample on, once per GPU until the flag
+    drops. NVIDIA's GPU memory error management docs (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt,
+    "Error Recovery and Response Flags") define the row-remapping failure flag by the RMA policy
+    thresholds: the GPU's memory can no longer be repaired, so it is fatal, even when it failed before
+    this suite started (no kernel line of it is read then). A pending remap or page retirement is applied
+    at the next GPU reset while work goes on ("unaffected applications can continue running"): a warning
+    that says to reset the GPU."""
+    before = {s.gpu: s for s in n.last}
+    out: list[HealthFinding] = []
+    for s in got.samples:
+        b = before.get(s.gpu)
+        where = f"{got.tool}: node {n.rank} GPU {s.gpu}"
+        if s.remap_failed and not (b is not None and b.remap_failed):
+            out.append(
+                _telemetry_finding(
+                    n,
+                    got,
+                    "row_remap_failure",
+                    Severity.FATAL,
+                    f"{where}: a row remapping has failed (NVIDIA's RMA flag: its memory cannot be repaired)",
+                    f"GPU {s.gpu}",
+                )
+            )
+        if s.repair_pending and not (b is not None and b.repair_pending):
+            out.append(
+                _telemetry_finding(
+                    n,
+                    got,
+                    "memory_repair_pending",
+                    Severity.WARNING,
+                    f"{where}: a memory repair (row remap or page retirement) is pending until the GPU "
+                    "is reset (nvidia-smi -r, or a reboot)",
+                    f"GPU {s.gpu}",
+                )
+            )
+    return out
 
 
 def _any(values: Sequence[bool | None]) -> bool | None:
@@ -350,6 +395,7 @@ class HealthMonitor:
                 n.telemetry_error = str(got)
                 continue
             rises = [*ecc_rises(n, got), *memory_repair_rises(n, got)] if n.last else []
+            rises = [*memory_repair_flags(n, got), *rises]
             n.tool, n.telemetry_error, n.last = got.tool, "", got.samples
             if not n.first:
                 n.first = got.samples
