@@ -50,6 +50,15 @@ def _steps_in(path: Path) -> int:
     return path.read_bytes().count(b"completed step:") if path.exists() else 0
 
 
+def _wait_training(s: SlurmSetup, proc: subprocess.Popen[str]) -> None:
+    """Until both ranks logged 5 steps (the CLI still running)."""
+    end = time.monotonic() + 60
+    while min(_steps_in(s.node_log(r)) for r in (0, 1)) < 5:
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < end, "the ranks did not start training"
+        time.sleep(0.05)
+
+
 def test_clean_run_through_slurm_passes_with_verdicts(tmp_path: Path) -> None:
     s = make_setup(tmp_path)
     p = run_cli(s, "--slurm-args", "-N 2 -p debug -J cvs-suite-clean")
@@ -123,11 +132,7 @@ def test_ctrl_c_leaves_nothing_in_squeue_and_no_task(tmp_path: Path) -> None:
     s = make_setup(tmp_path, env={"CVS_STANDIN_STEP_SLEEP": "0.05"}, steps=5000)
     proc = start_cli(s, "--slurm-args", "-N 2 -J cvs-suite-ctrlc")
     try:
-        end = time.monotonic() + 60
-        while min(_steps_in(s.node_log(r)) for r in (0, 1)) < 5:
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < end, "the ranks did not start training"
-            time.sleep(0.05)
+        _wait_training(s, proc)
         assert processes_with(s.marker())
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
@@ -181,11 +186,7 @@ def test_a_step_cancelled_from_outside_is_a_lost_node_after_lost_after(tmp_path:
     s = make_setup(tmp_path, env={"CVS_STANDIN_STEP_SLEEP": "0.1"}, steps=5000)
     proc = start_cli(s, "--slurm-args", "-N 2 -J cvs-suite-scancel", "--lost-after", "3")
     try:
-        end = time.monotonic() + 60
-        while min(_steps_in(s.node_log(r)) for r in (0, 1)) < 5:
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < end, "the ranks did not start training"
-            time.sleep(0.05)
+        _wait_training(s, proc)
         step = (s.out / "slurm" / SLUG / "node0.slurm").read_text().split()[1]
         slurm().cmd("scancel", step)
         out, _ = proc.communicate(timeout=90)
